@@ -1,0 +1,31 @@
+/*
+ * mqc_url.h - broker URLs: mqtt://host:port and mqtts://host:port (DESIGN.md contract).
+ */
+#ifndef MQC_URL_H
+#define MQC_URL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define MQC_URL_HOST_MAX 256
+
+struct mqc_url {
+	bool tls;                         /* mqtts:// */
+	char host[MQC_URL_HOST_MAX];      /* without IPv6 brackets */
+	int port;                         /* 1883 / 8883 when the URL has none */
+};
+
+/**
+ * Parse a broker URL. Accepts `mqtt://HOST[:PORT]` and `mqtts://HOST[:PORT]`, HOST a name, an IPv4
+ * address or a bracketed IPv6 address, and an optional trailing '/'. Credentials, paths and
+ * queries are rejected: credentials have their own options everywhere.
+ *
+ * @return 0 on success; -1 with a message naming the problem in err (NUL-terminated, truncated to
+ *         errlen) and *out untouched.
+ */
+int mqc_url_parse(const char *text, struct mqc_url *out, char *err, size_t errlen);
+
+/** Format as `scheme://host:port` (IPv6 hosts bracketed). Returns snprintf's result. */
+int mqc_url_format(const struct mqc_url *url, char *buf, size_t len);
+
+#endif

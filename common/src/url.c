@@ -1,0 +1,90 @@
+#include "mqc_url.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(char *err, size_t errlen, const char *text, const char *why)
+{
+	if (err && errlen)
+		snprintf(err, errlen, "bad broker URL '%s': %s", text, why);
+	return -1;
+}
+
+int mqc_url_parse(const char *text, struct mqc_url *out, char *err, size_t errlen)
+{
+	struct mqc_url url = {0};
+	const char *p;
+
+	if (!text || !*text)
+		return fail(err, errlen, "", "empty (expected mqtt://host:port or mqtts://host:port)");
+	if (strncmp(text, "mqtt://", 7) == 0) {
+		p = text + 7;
+	} else if (strncmp(text, "mqtts://", 8) == 0) {
+		url.tls = true;
+		p = text + 8;
+	} else {
+		return fail(err, errlen, text, "scheme must be mqtt:// or mqtts://");
+	}
+	url.port = url.tls ? 8883 : 1883;
+
+	size_t authority = strcspn(p, "/?#");
+	if (p[authority] == '?' || p[authority] == '#' || (p[authority] == '/' && p[authority + 1]))
+		return fail(err, errlen, text, "paths and queries are not allowed");
+	if (memchr(p, '@', authority))
+		return fail(err, errlen, text,
+		            "credentials in the URL are not supported (use --username/--password)");
+
+	const char *host = p, *host_end, *port = NULL;
+	if (*p == '[') {
+		const char *close = memchr(p, ']', authority);
+		if (!close)
+			return fail(err, errlen, text, "unterminated '[' in IPv6 address");
+		host = p + 1;
+		host_end = close;
+		if (close + 1 < p + authority) {
+			if (close[1] != ':')
+				return fail(err, errlen, text, "expected ':' after ']'");
+			port = close + 2;
+		}
+	} else {
+		const char *colon = memchr(p, ':', authority);
+		host_end = colon ? colon : p + authority;
+		if (colon)
+			port = colon + 1;
+	}
+	size_t host_len = (size_t)(host_end - host);
+	if (host_len == 0)
+		return fail(err, errlen, text, "missing host");
+	if (host_len >= sizeof url.host)
+		return fail(err, errlen, text, "host name too long");
+	memcpy(url.host, host, host_len);
+	url.host[host_len] = '\0';
+
+	if (port) {
+		const char *port_end = p + authority;
+		if (port == port_end)
+			return fail(err, errlen, text, "empty port");
+		long value = 0;
+		for (const char *c = port; c < port_end; c++) {
+			if (*c < '0' || *c > '9')
+				return fail(err, errlen, text, "port is not a number");
+			value = value * 10 + (*c - '0');
+			if (value > 65535)
+				return fail(err, errlen, text, "port out of range 1-65535");
+		}
+		if (value == 0)
+			return fail(err, errlen, text, "port out of range 1-65535");
+		url.port = (int)value;
+	}
+	*out = url;
+	return 0;
+}
+
+int mqc_url_format(const struct mqc_url *url, char *buf, size_t len)
+{
+	const char *scheme = url->tls ? "mqtts" : "mqtt";
+	if (strchr(url->host, ':'))
+		return snprintf(buf, len, "%s://[%s]:%d", scheme, url->host, url->port);
+	return snprintf(buf, len, "%s://%s:%d", scheme, url->host, url->port);
+}

@@ -1,0 +1,78 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "mqc_url.h"
+
+static void parses_plain_and_tls(void **state)
+{
+	(void)state;
+	struct mqc_url url;
+	char err[256];
+
+	assert_int_equal(mqc_url_parse("mqtt://127.0.0.1:1884", &url, err, sizeof err), 0);
+	assert_false(url.tls);
+	assert_string_equal(url.host, "127.0.0.1");
+	assert_int_equal(url.port, 1884);
+
+	assert_int_equal(mqc_url_parse("mqtts://broker.example", &url, err, sizeof err), 0);
+	assert_true(url.tls);
+	assert_string_equal(url.host, "broker.example");
+	assert_int_equal(url.port, 8883);
+
+	assert_int_equal(mqc_url_parse("mqtt://localhost/", &url, err, sizeof err), 0);
+	assert_int_equal(url.port, 1883);
+}
+
+static void parses_ipv6(void **state)
+{
+	(void)state;
+	struct mqc_url url;
+	char err[256], buf[300];
+
+	assert_int_equal(mqc_url_parse("mqtt://[::1]:2000", &url, err, sizeof err), 0);
+	assert_string_equal(url.host, "::1");
+	assert_int_equal(url.port, 2000);
+	mqc_url_format(&url, buf, sizeof buf);
+	assert_string_equal(buf, "mqtt://[::1]:2000");
+}
+
+static void rejects_bad_urls_with_reason(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *url, *reason;
+	} cases[] = {
+		{"", "empty"},
+		{"tcp://127.0.0.1:1883", "scheme"},
+		{"mqtt://", "missing host"},
+		{"mqtt://:1883", "missing host"},
+		{"mqtt://h:", "empty port"},
+		{"mqtt://h:0", "out of range"},
+		{"mqtt://h:65536", "out of range"},
+		{"mqtt://h:12x", "not a number"},
+		{"mqtt://u:p@h:1883", "credentials"},
+		{"mqtt://h:1883/path", "paths"},
+		{"mqtt://[::1", "unterminated"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct mqc_url url = {.port = 42};
+		char err[256] = "";
+		assert_int_equal(mqc_url_parse(cases[i].url, &url, err, sizeof err), -1);
+		assert_non_null(strstr(err, cases[i].reason));
+		assert_int_equal(url.port, 42); /* untouched on error */
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(parses_plain_and_tls),
+		cmocka_unit_test(parses_ipv6),
+		cmocka_unit_test(rejects_bad_urls_with_reason),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

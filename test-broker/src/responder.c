@@ -1,0 +1,482 @@
+/*
+ * responder.c - the device simulator: one epoll thread over libmosquitto's non-blocking loop.
+ *
+ * Immediate replies are published from the message callback. Delayed ones wait in a fixed-size
+ * min-heap of preallocated slots (inline buffers for small messages), driven by a timerfd, so the
+ * program allocates nothing per message itself; libmosquitto allocates its packets and the
+ * property copies its readers return.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <mosquitto.h>
+#include <mqtt_protocol.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "mqc_clock.h"
+#include "responder_core.h"
+
+enum { SLOT_INLINE = 480, TOPIC_MAX = 1024, EV_SOCKET = 1, EV_TIMER, EV_SIGNAL };
+
+struct slot {
+	uint64_t due;
+	int copies;
+	bool stray, has_corr;
+	uint16_t topic_len, corr_len;
+	uint32_t payload_len;
+	char *data;              /* inline or heap: topic NUL, correlation, payload */
+	char inline_data[SLOT_INLINE];
+};
+
+struct stats {
+	unsigned long requests, replies, dropped, duplicated, late, stray, retained_ignored,
+		loops_refused, overflow, pending_discarded, publish_errors, large;
+};
+
+struct responder {
+	struct rsp_options o;
+	struct rsp_rng rng;
+	struct mosquitto *m;
+	struct slot *slots;
+	size_t *heap, heap_len; /* indices into slots, ordered by due */
+	size_t *free_list, free_len;
+	struct stats st;
+	bool connected, stopping;
+	int exit_code;
+};
+
+/* --- delayed-reply heap ------------------------------------------------------------------- */
+
+static bool earlier(const struct responder *r, size_t a, size_t b)
+{
+	return r->slots[r->heap[a]].due < r->slots[r->heap[b]].due;
+}
+
+static void heap_swap(struct responder *r, size_t a, size_t b)
+{
+	size_t t = r->heap[a];
+	r->heap[a] = r->heap[b];
+	r->heap[b] = t;
+}
+
+static void heap_push(struct responder *r, size_t slot)
+{
+	size_t i = r->heap_len++;
+	r->heap[i] = slot;
+	while (i > 0 && earlier(r, i, (i - 1) / 2)) {
+		heap_swap(r, i, (i - 1) / 2);
+		i = (i - 1) / 2;
+	}
+}
+
+static size_t heap_pop(struct responder *r)
+{
+	size_t top = r->heap[0];
+	r->heap[0] = r->heap[--r->heap_len];
+	for (size_t i = 0;;) {
+		size_t l = 2 * i + 1, rr = l + 1, m = i;
+		if (l < r->heap_len && earlier(r, l, m))
+			m = l;
+		if (rr < r->heap_len && earlier(r, rr, m))
+			m = rr;
+		if (m == i)
+			break;
+		heap_swap(r, i, m);
+		i = m;
+	}
+	return top;
+}
+
+/* --- replies ------------------------------------------------------------------------------ */
+
+static void publish_one(struct responder *r, const char *topic, const void *corr, int corr_len,
+                        bool has_corr, const void *payload, int payload_len)
+{
+	mosquitto_property *props = NULL;
+	if (has_corr &&
+	    mosquitto_property_add_binary(&props, MQTT_PROP_CORRELATION_DATA, corr,
+	                                  (uint16_t)corr_len) != MOSQ_ERR_SUCCESS) {
+		r->st.publish_errors++;
+		return;
+	}
+	int rc = mosquitto_publish_v5(r->m, NULL, topic, payload_len, payload, r->o.qos, r->o.retain,
+	                              props);
+	mosquitto_property_free_all(&props);
+	if (rc == MOSQ_ERR_SUCCESS)
+		r->st.replies++;
+	else
+		r->st.publish_errors++;
+}
+
+static void send_replies(struct responder *r, const char *topic, const unsigned char *corr,
+                         int corr_len, bool has_corr, const void *payload, int payload_len,
+                         int copies, bool stray)
+{
+	for (int i = 0; i < copies; i++)
+		publish_one(r, topic, corr, corr_len, has_corr, payload, payload_len);
+	if (stray) {
+		/* Same topic, correlation data that belongs to no request. */
+		unsigned char wrong[64] = "stray";
+		int wrong_len = 5;
+		if (has_corr && corr_len > 0) {
+			wrong_len = corr_len < (int)sizeof wrong ? corr_len : (int)sizeof wrong;
+			memcpy(wrong, corr, (size_t)wrong_len);
+			wrong[0] ^= 0xff;
+		}
+		publish_one(r, topic, wrong, wrong_len, true, payload, payload_len);
+		r->st.stray++;
+	}
+}
+
+static void hold_reply(struct responder *r, uint64_t due, const char *topic, const void *corr,
+                       int corr_len, bool has_corr, const void *payload, int payload_len,
+                       const struct rsp_plan *plan)
+{
+	if (r->free_len == 0) {
+		r->st.overflow++;
+		return;
+	}
+	size_t topic_len = strlen(topic);
+	size_t need = topic_len + 1 + (size_t)corr_len + (size_t)payload_len;
+	size_t idx = r->free_list[--r->free_len];
+	struct slot *s = &r->slots[idx];
+	s->data = s->inline_data;
+	if (need > SLOT_INLINE) {
+		s->data = malloc(need);
+		r->st.large++;
+		if (!s->data) {
+			r->free_list[r->free_len++] = idx;
+			r->st.overflow++;
+			return;
+		}
+	}
+	memcpy(s->data, topic, topic_len + 1);
+	memcpy(s->data + topic_len + 1, corr, (size_t)corr_len);
+	memcpy(s->data + topic_len + 1 + corr_len, payload, (size_t)payload_len);
+	s->due = due;
+	s->copies = plan->copies;
+	s->stray = plan->stray;
+	s->has_corr = has_corr;
+	s->topic_len = (uint16_t)topic_len;
+	s->corr_len = (uint16_t)corr_len;
+	s->payload_len = (uint32_t)payload_len;
+	heap_push(r, idx);
+}
+
+static void release_slot(struct responder *r, size_t idx)
+{
+	struct slot *s = &r->slots[idx];
+	if (s->data != s->inline_data)
+		free(s->data);
+	s->data = NULL;
+	r->free_list[r->free_len++] = idx;
+}
+
+static void fire_due(struct responder *r, uint64_t now)
+{
+	while (r->heap_len && r->slots[r->heap[0]].due <= now) {
+		size_t idx = heap_pop(r);
+		struct slot *s = &r->slots[idx];
+		const char *corr = s->data + s->topic_len + 1;
+		send_replies(r, s->data, (const unsigned char *)corr, s->corr_len, s->has_corr,
+		             corr + s->corr_len, (int)s->payload_len, s->copies, s->stray);
+		release_slot(r, idx);
+	}
+}
+
+/* --- libmosquitto callbacks (run inside loop_read on this thread) ------------------------- */
+
+static void on_connect(struct mosquitto *m, void *obj, int rc, int flags,
+                       const mosquitto_property *props)
+{
+	(void)flags;
+	(void)props;
+	struct responder *r = obj;
+	if (rc != 0) {
+		fprintf(stderr, "responder: broker refused CONNECT: %s\n",
+		        r->o.protocol == 5 ? mosquitto_reason_string(rc) : mosquitto_connack_string(rc));
+		r->exit_code = 1;
+		r->stopping = true;
+		return;
+	}
+	r->connected = true;
+	int options = r->o.protocol == 5 ? MQTT_SUB_OPT_NO_LOCAL : 0;
+	if (mosquitto_subscribe_v5(m, NULL, r->o.filter, r->o.qos, options, NULL) != MOSQ_ERR_SUCCESS) {
+		fprintf(stderr, "responder: cannot subscribe to '%s'\n", r->o.filter);
+		r->exit_code = 1;
+		r->stopping = true;
+	}
+}
+
+static void on_subscribe(struct mosquitto *m, void *obj, int mid, int count, const int *granted,
+                         const mosquitto_property *props)
+{
+	(void)m;
+	(void)mid;
+	(void)props;
+	struct responder *r = obj;
+	if (count < 1 || granted[0] > 2) {
+		fprintf(stderr, "responder: the broker refused the subscription to '%s' (reason %d)\n",
+		        r->o.filter, count ? granted[0] : -1);
+		r->exit_code = 1;
+		r->stopping = true;
+		return;
+	}
+	printf("RESPONDER_READY filter=%s\n", r->o.filter);
+	fflush(stdout);
+}
+
+static void on_disconnect(struct mosquitto *m, void *obj, int rc, const mosquitto_property *props)
+{
+	(void)m;
+	(void)props;
+	struct responder *r = obj;
+	r->connected = false;
+	if (!r->stopping) {
+		fprintf(stderr, "responder: lost the broker connection: %s\n", mosquitto_strerror(rc));
+		r->exit_code = 1;
+		r->stopping = true;
+	}
+}
+
+static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_message *msg,
+                       const mosquitto_property *props)
+{
+	(void)m;
+	struct responder *r = obj;
+	if (msg->retain) {
+		r->st.retained_ignored++; /* a device never acts on a stale retained command */
+		return;
+	}
+	r->st.requests++;
+
+	char *response_topic = NULL;
+	void *corr = NULL;
+	uint16_t corr_len = 0;
+	char legacy[TOPIC_MAX];
+	const char *topic;
+	if (r->o.protocol == 5 &&
+	    mosquitto_property_read_string(props, MQTT_PROP_RESPONSE_TOPIC, &response_topic, false)) {
+		mosquitto_property_read_binary(props, MQTT_PROP_CORRELATION_DATA, &corr, &corr_len, false);
+		topic = response_topic;
+	} else if (r->o.reply_topic) {
+		topic = r->o.reply_topic;
+	} else if (rsp_expand_template(r->o.reply_template, msg->topic, legacy, sizeof legacy) >= 0) {
+		topic = legacy;
+	} else {
+		r->st.loops_refused++;
+		return;
+	}
+	bool matches;
+	if (!response_topic && r->o.protocol != 5 &&
+	    mosquitto_topic_matches_sub(r->o.filter, topic, &matches) == MOSQ_ERR_SUCCESS && matches) {
+		r->st.loops_refused++; /* 3.1.1 has no no-local: our reply would come back as a request */
+		return;
+	}
+
+	struct rsp_plan plan = rsp_plan_next(&r->o, &r->rng);
+	const void *payload = r->o.reply_payload ? r->o.reply_payload : msg->payload;
+	int payload_len = r->o.reply_payload ? (int)strlen(r->o.reply_payload) : msg->payloadlen;
+	if (plan.drop) {
+		r->st.dropped++;
+	} else {
+		r->st.duplicated += plan.copies > 1;
+		r->st.late += plan.late;
+		if (plan.delay_ns == 0)
+			send_replies(r, topic, corr, corr_len, corr != NULL, payload, payload_len,
+			             plan.copies, plan.stray);
+		else
+			hold_reply(r, mqc_now_ns() + plan.delay_ns, topic, corr, corr_len, corr != NULL,
+			           payload, payload_len, &plan);
+	}
+	free(response_topic);
+	free(corr);
+}
+
+/* --- event loop --------------------------------------------------------------------------- */
+
+static int setup_client(struct responder *r)
+{
+	char id[64];
+	if (!r->o.client_id) {
+		snprintf(id, sizeof id, "responder-%d", (int)getpid());
+		r->o.client_id = id;
+	}
+	r->m = mosquitto_new(r->o.client_id, true, r);
+	if (!r->m) {
+		fprintf(stderr, "responder: mosquitto_new failed\n");
+		return -1;
+	}
+	mosquitto_int_option(r->m, MOSQ_OPT_PROTOCOL_VERSION,
+	                     r->o.protocol == 5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311);
+	mosquitto_int_option(r->m, MOSQ_OPT_TCP_NODELAY, 1);
+	mosquitto_connect_v5_callback_set(r->m, on_connect);
+	mosquitto_subscribe_v5_callback_set(r->m, on_subscribe);
+	mosquitto_disconnect_v5_callback_set(r->m, on_disconnect);
+	mosquitto_message_v5_callback_set(r->m, on_message);
+	if (r->o.username)
+		mosquitto_username_pw_set(r->m, r->o.username, r->o.password);
+	if (r->o.url.tls) {
+		int rc = mosquitto_tls_set(r->m, r->o.cafile, NULL, r->o.cert, r->o.key, NULL);
+		if (rc != MOSQ_ERR_SUCCESS) {
+			fprintf(stderr, "responder: TLS setup failed (%s): check --cafile/--cert/--key\n",
+			        mosquitto_strerror(rc));
+			return -1;
+		}
+	}
+	int rc = mosquitto_connect(r->m, r->o.url.host, r->o.url.port, 30);
+	if (rc != MOSQ_ERR_SUCCESS) {
+		fprintf(stderr, "responder: cannot connect to %s: %s\n", r->o.broker,
+		        rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
+		return -1;
+	}
+	return 0;
+}
+
+static void arm_timer(int tfd, uint64_t at_ns)
+{
+	struct itimerspec its = {.it_value = mqc_ns_to_ts(at_ns)};
+	timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+static int run(struct responder *r, int sfd)
+{
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	int sock = mosquitto_socket(r->m);
+	struct epoll_event ev = {.events = EPOLLIN, .data.u32 = EV_SOCKET};
+	epoll_ctl(ep, EPOLL_CTL_ADD, sock, &ev);
+	ev = (struct epoll_event){.events = EPOLLIN, .data.u32 = EV_TIMER};
+	epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
+	ev = (struct epoll_event){.events = EPOLLIN, .data.u32 = EV_SIGNAL};
+	epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
+
+	bool want_out = false;
+	uint64_t next_misc = mqc_now_ns() + MQC_NS_PER_S;
+	while (!r->stopping) {
+		bool need_out = mosquitto_want_write(r->m);
+		if (need_out != want_out) {
+			ev = (struct epoll_event){.events = EPOLLIN | (need_out ? EPOLLOUT : 0u),
+			                          .data.u32 = EV_SOCKET};
+			epoll_ctl(ep, EPOLL_CTL_MOD, sock, &ev);
+			want_out = need_out;
+		}
+		uint64_t wake = next_misc;
+		if (r->heap_len && r->slots[r->heap[0]].due < wake)
+			wake = r->slots[r->heap[0]].due;
+		arm_timer(tfd, wake);
+
+		struct epoll_event events[4];
+		int n = epoll_wait(ep, events, 4, -1);
+		if (n < 0 && errno != EINTR) {
+			perror("responder: epoll_wait");
+			r->exit_code = 1;
+			break;
+		}
+		for (int i = 0; i < n && !r->stopping; i++) {
+			switch (events[i].data.u32) {
+				case EV_SOCKET:
+					if (events[i].events & EPOLLOUT) {
+						mosquitto_loop_write(r->m, 1);
+						if (!r->connected) /* TLS handshake may need a read after a write */
+							mosquitto_loop_read(r->m, 1);
+					}
+					if (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+						mosquitto_loop_read(r->m, 1);
+					break;
+				case EV_TIMER: {
+					uint64_t expirations;
+					ssize_t got = read(tfd, &expirations, sizeof expirations);
+					(void)got;
+					uint64_t now = mqc_now_ns();
+					fire_due(r, now);
+					if (now >= next_misc) {
+						mosquitto_loop_misc(r->m);
+						next_misc = now + MQC_NS_PER_S;
+					}
+					break;
+				}
+				case EV_SIGNAL: {
+					struct signalfd_siginfo si;
+					ssize_t got = read(sfd, &si, sizeof si);
+					(void)got;
+					r->stopping = true;
+					break;
+				}
+			}
+		}
+		if (!r->stopping && mosquitto_want_write(r->m))
+			mosquitto_loop_write(r->m, 1); /* replies queued by callbacks go out now */
+		if (mosquitto_socket(r->m) != sock && !r->stopping) {
+			fprintf(stderr, "responder: the broker closed the connection\n");
+			r->exit_code = 1;
+			r->stopping = true;
+		}
+	}
+	if (r->connected) {
+		mosquitto_disconnect(r->m);
+		uint64_t deadline = mqc_now_ns() + MQC_NS_PER_S;
+		while (mosquitto_want_write(r->m) && mqc_now_ns() < deadline &&
+		       mosquitto_loop_write(r->m, 1) == MOSQ_ERR_SUCCESS)
+			;
+	}
+	close(tfd);
+	close(ep);
+	return r->exit_code;
+}
+
+int main(int argc, char **argv)
+{
+	struct responder r = {0};
+	char err[512];
+	int parsed = rsp_parse_args(argc, argv, &r.o, err, sizeof err);
+	if (parsed == 1)
+		return 0;
+	if (parsed < 0) {
+		fprintf(stderr, "responder: %s\n", err);
+		return 2;
+	}
+	r.rng.state = r.o.seed;
+	r.slots = calloc(r.o.max_pending, sizeof *r.slots);
+	r.heap = calloc(r.o.max_pending, sizeof *r.heap);
+	r.free_list = calloc(r.o.max_pending, sizeof *r.free_list);
+	if (!r.slots || !r.heap || !r.free_list) {
+		fprintf(stderr, "responder: cannot allocate %zu reply slots\n", r.o.max_pending);
+		return 1;
+	}
+	for (size_t i = 0; i < r.o.max_pending; i++)
+		r.free_list[r.free_len++] = r.o.max_pending - 1 - i;
+
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+
+	mosquitto_lib_init();
+	int rc = setup_client(&r) == 0 ? run(&r, sfd) : 1;
+	r.st.pending_discarded = r.heap_len;
+	while (r.heap_len)
+		release_slot(&r, heap_pop(&r));
+	printf("responder: requests=%lu replies=%lu dropped=%lu duplicated=%lu late=%lu stray=%lu "
+	       "retained_ignored=%lu loops_refused=%lu overflow=%lu pending_discarded=%lu "
+	       "publish_errors=%lu\n",
+	       r.st.requests, r.st.replies, r.st.dropped, r.st.duplicated, r.st.late, r.st.stray,
+	       r.st.retained_ignored, r.st.loops_refused, r.st.overflow, r.st.pending_discarded,
+	       r.st.publish_errors);
+	fflush(stdout);
+	mosquitto_destroy(r.m);
+	mosquitto_lib_cleanup();
+	free(r.slots);
+	free(r.heap);
+	free(r.free_list);
+	close(sfd);
+	return rc;
+}
