@@ -21,7 +21,8 @@ static inline uint64_t mqc_ts_to_ns(const struct timespec *ts)
 
 static inline struct timespec mqc_ns_to_ts(uint64_t ns)
 {
-	struct timespec ts = {.tv_sec = (time_t)(ns / MQC_NS_PER_S), .tv_nsec = (long)(ns % MQC_NS_PER_S)};
+	struct timespec ts
+	    = { .tv_sec = (time_t)(ns / MQC_NS_PER_S), .tv_nsec = (long)(ns % MQC_NS_PER_S) };
 	return ts;
 }
 

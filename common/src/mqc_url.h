@@ -10,9 +10,9 @@
 #define MQC_URL_HOST_MAX 256
 
 struct mqc_url {
-	bool tls;                         /* mqtts:// */
-	char host[MQC_URL_HOST_MAX];      /* without IPv6 brackets */
-	int port;                         /* 1883 / 8883 when the URL has none */
+	bool tls;                    /* mqtts:// */
+	char host[MQC_URL_HOST_MAX]; /* without IPv6 brackets */
+	int port;                    /* 1883 / 8883 when the URL has none */
 };
 
 /**

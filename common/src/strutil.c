@@ -36,7 +36,8 @@ int mqc_parse_duration(const char *text, uint64_t default_unit_ns, uint64_t *out
 	static const struct {
 		const char *suffix;
 		double ns;
-	} units[] = {{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"m", 60e9}, {"h", 3600e9}};
+	} units[] = { { "ns", 1 }, { "us", 1e3 }, { "ms", 1e6 }, { "s", 1e9 }, { "m", 60e9 },
+		{ "h", 3600e9 } };
 
 	if (!text || ((*text < '0' || *text > '9') && *text != '.'))
 		return -1;

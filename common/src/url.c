@@ -13,7 +13,7 @@ static int fail(char *err, size_t errlen, const char *text, const char *why)
 
 int mqc_url_parse(const char *text, struct mqc_url *out, char *err, size_t errlen)
 {
-	struct mqc_url url = {0};
+	struct mqc_url url = { 0 };
 	const char *p;
 
 	if (!text || !*text)
@@ -33,7 +33,7 @@ int mqc_url_parse(const char *text, struct mqc_url *out, char *err, size_t errle
 		return fail(err, errlen, text, "paths and queries are not allowed");
 	if (memchr(p, '@', authority))
 		return fail(err, errlen, text,
-		            "credentials in the URL are not supported (use --username/--password)");
+		    "credentials in the URL are not supported (use --username/--password)");
 
 	const char *host = p, *host_end, *port = NULL;
 	if (*p == '[') {

@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
 #include <string.h>
 
@@ -46,20 +47,20 @@ static void rejects_bad_urls_with_reason(void **state)
 	static const struct {
 		const char *url, *reason;
 	} cases[] = {
-		{"", "empty"},
-		{"tcp://127.0.0.1:1883", "scheme"},
-		{"mqtt://", "missing host"},
-		{"mqtt://:1883", "missing host"},
-		{"mqtt://h:", "empty port"},
-		{"mqtt://h:0", "out of range"},
-		{"mqtt://h:65536", "out of range"},
-		{"mqtt://h:12x", "not a number"},
-		{"mqtt://u:p@h:1883", "credentials"},
-		{"mqtt://h:1883/path", "paths"},
-		{"mqtt://[::1", "unterminated"},
+		{ "", "empty" },
+		{ "tcp://127.0.0.1:1883", "scheme" },
+		{ "mqtt://", "missing host" },
+		{ "mqtt://:1883", "missing host" },
+		{ "mqtt://h:", "empty port" },
+		{ "mqtt://h:0", "out of range" },
+		{ "mqtt://h:65536", "out of range" },
+		{ "mqtt://h:12x", "not a number" },
+		{ "mqtt://u:p@h:1883", "credentials" },
+		{ "mqtt://h:1883/path", "paths" },
+		{ "mqtt://[::1", "unterminated" },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-		struct mqc_url url = {.port = 42};
+		struct mqc_url url = { .port = 42 };
 		char err[256] = "";
 		assert_int_equal(mqc_url_parse(cases[i].url, &url, err, sizeof err), -1);
 		assert_non_null(strstr(err, cases[i].reason));

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,7 +52,7 @@ static void lib_init(void)
 
 static void sleep_ms(int ms)
 {
-	struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)ms * 1000000L};
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)ms * 1000000L };
 	nanosleep(&ts, NULL);
 }
 
@@ -92,18 +92,18 @@ static int http_status(int port)
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
-	struct timeval tv = {.tv_sec = 1};
+	struct timeval tv = { .tv_sec = 1 };
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-	struct sockaddr_in addr = {.sin_family = AF_INET,
-	                           .sin_port = htons((uint16_t)port),
-	                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in addr = { .sin_family = AF_INET,
+		.sin_port = htons((uint16_t)port),
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	int status = -1;
 	static const char request[] = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
 	char reply[64] = "";
-	if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
-	    send(fd, request, sizeof request - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof request - 1) &&
-	    recv(fd, reply, sizeof reply - 1, 0) > 12 && strncmp(reply, "HTTP/1.", 7) == 0)
+	if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0
+	    && send(fd, request, sizeof request - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof request - 1)
+	    && recv(fd, reply, sizeof reply - 1, 0) > 12 && strncmp(reply, "HTTP/1.", 7) == 0)
 		status = atoi(reply + 9);
 	close(fd);
 	return status;
@@ -131,16 +131,16 @@ static void describe_exit(const struct tb_broker *b, char *err, size_t errlen)
 		tb__log_excerpt(b->info.log_file, why, sizeof why);
 	if (WIFEXITED(b->status))
 		snprintf(err, errlen, "mosquitto exited with status %d during start-up: %s",
-		         WEXITSTATUS(b->status), why);
+		    WEXITSTATUS(b->status), why);
 	else
 		snprintf(err, errlen, "mosquitto was killed by signal %d during start-up: %s",
-		         WTERMSIG(b->status), why);
+		    WTERMSIG(b->status), why);
 }
 
 /* Launch the broker on the written configuration and wait until it serves. */
 static int launch(struct tb_broker *b, char *err, size_t errlen)
 {
-	char *argv[] = {b->mosquitto, "-c", b->info.conf_file, NULL};
+	char *argv[] = { b->mosquitto, "-c", b->info.conf_file, NULL };
 	b->exited = false;
 	b->info.pid = tb__spawn(argv, b->stderr_log, b->preload[0] ? b->preload : NULL, err, errlen);
 	if (b->info.pid < 0)
@@ -157,12 +157,12 @@ static int launch(struct tb_broker *b, char *err, size_t errlen)
 			break;
 		if (connack > 0) {
 			snprintf(err, errlen, "mosquitto refused the test user's CONNECT: %s",
-			         mosquitto_connack_string(connack));
+			    mosquitto_connack_string(connack));
 			goto kill;
 		}
 		if (mqc_now_ns() >= deadline) {
 			snprintf(err, errlen, "mosquitto did not answer CONNECT on port %d within %.1f s",
-			         b->info.port, (double)b->start_timeout_ns / 1e9);
+			    b->info.port, (double)b->start_timeout_ns / 1e9);
 			goto kill;
 		}
 		sleep_ms(10);
@@ -174,7 +174,7 @@ static int launch(struct tb_broker *b, char *err, size_t errlen)
 		}
 		if (mqc_now_ns() >= deadline) {
 			snprintf(err, errlen, "the probe did not serve %s within %.1f s", b->info.metrics_url,
-			         (double)b->start_timeout_ns / 1e9);
+			    (double)b->start_timeout_ns / 1e9);
 			goto kill;
 		}
 		sleep_ms(10);
@@ -200,8 +200,8 @@ static const char *plugin_opt_value(const char *const *opts, const char *key)
 	return NULL;
 }
 
-static int pick_port(int wanted, const int *taken, size_t ntaken, const char *what, char *err,
-                     size_t errlen)
+static int pick_port(
+    int wanted, const int *taken, size_t ntaken, const char *what, char *err, size_t errlen)
 {
 	if (wanted) {
 		if (!tb__port_is_free(wanted)) {
@@ -223,7 +223,7 @@ static int pick_port(int wanted, const int *taken, size_t ntaken, const char *wh
 }
 
 static int write_file(const char *path, int (*writer)(FILE *, const void *), const void *arg,
-                      char *err, size_t errlen)
+    char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "w");
 	if (!f) {
@@ -273,10 +273,10 @@ static void current_user(char *out, size_t len)
 		snprintf(out, len, "%u", (unsigned)geteuid());
 }
 
-int tb_broker_start(const struct tb_options *options, struct tb_broker **out, char *err,
-                    size_t errlen)
+int tb_broker_start(
+    const struct tb_options *options, struct tb_broker **out, char *err, size_t errlen)
 {
-	static const struct tb_options defaults = {0};
+	static const struct tb_options defaults = { 0 };
 	const struct tb_options *o = options ? options : &defaults;
 	char parent[TB_PATH_MAX];
 	struct tb_broker *b = calloc(1, sizeof *b);
@@ -294,12 +294,14 @@ int tb_broker_start(const struct tb_options *options, struct tb_broker **out, ch
 
 	const char *binary = o->mosquitto ? o->mosquitto : getenv("TB_MOSQUITTO");
 	if (tb__find_program(binary ? binary : "mosquitto", "/usr/sbin:/usr/local/sbin", b->mosquitto,
-	                     sizeof b->mosquitto) != 0) {
+	        sizeof b->mosquitto)
+	    != 0) {
 		if (binary)
 			snprintf(err, errlen, "mosquitto not found at '%s'", binary);
 		else
-			snprintf(err, errlen, "mosquitto not found in $PATH, /usr/sbin or /usr/local/sbin: "
-			                      "install it (scripts/setup) or give its path");
+			snprintf(err, errlen,
+			    "mosquitto not found in $PATH, /usr/sbin or /usr/local/sbin: "
+			    "install it (scripts/setup) or give its path");
 		free(b);
 		return -1;
 	}
@@ -320,9 +322,9 @@ int tb_broker_start(const struct tb_options *options, struct tb_broker **out, ch
 
 	const char *tmp = o->parent_dir ? o->parent_dir : getenv("TMPDIR");
 	snprintf(parent, sizeof parent, "%s", tmp && *tmp ? tmp : "/tmp");
-	if ((size_t)snprintf(info->dir, sizeof info->dir, "%s/mqp-broker-XXXXXX", parent) >=
-	        sizeof info->dir ||
-	    !mkdtemp(info->dir)) {
+	if ((size_t)snprintf(info->dir, sizeof info->dir, "%s/mqp-broker-XXXXXX", parent)
+	        >= sizeof info->dir
+	    || !mkdtemp(info->dir)) {
 		snprintf(err, errlen, "cannot create a directory in %s: %s", parent, strerror(errno));
 		free(b);
 		return -1;
@@ -334,13 +336,13 @@ int tb_broker_start(const struct tb_options *options, struct tb_broker **out, ch
 	char acl[TB_PATH_MAX + 16], passwd[TB_PATH_MAX + 16];
 	snprintf(acl, sizeof acl, "%s/acl", info->dir);
 	snprintf(passwd, sizeof passwd, "%s/passwd", info->dir);
-	if (tb__random_password(info->password, 25) != 0 ||
-	    tb__random_password(info->other_password, 25) != 0) {
+	if (tb__random_password(info->password, 25) != 0
+	    || tb__random_password(info->other_password, 25) != 0) {
 		snprintf(err, errlen, "cannot generate passwords (OpenSSL RAND_bytes failed)");
 		goto fail;
 	}
-	if (write_file(acl, write_acl, NULL, err, errlen) != 0 ||
-	    write_file(passwd, write_passwd, info, err, errlen) != 0)
+	if (write_file(acl, write_acl, NULL, err, errlen) != 0
+	    || write_file(passwd, write_passwd, info, err, errlen) != 0)
 		goto fail;
 	if (!o->no_tls) {
 		if (tb__make_certs(info->dir, err, errlen) != 0)
@@ -381,16 +383,16 @@ int tb_broker_start(const struct tb_options *options, struct tb_broker **out, ch
 			if ((info->tls_port = pick_port(o->tls_port, taken, ntaken, "TLS", err, errlen)) < 0)
 				goto fail_opts;
 			taken[ntaken++] = info->tls_port;
-			if ((info->mtls_port =
-			         pick_port(o->mtls_port, taken, ntaken, "mutual-TLS", err, errlen)) < 0)
+			if ((info->mtls_port
+			        = pick_port(o->mtls_port, taken, ntaken, "mutual-TLS", err, errlen))
+			    < 0)
 				goto fail_opts;
 			taken[ntaken++] = info->mtls_port;
 		}
 		if (is_probe && !http_listen) {
 			if ((info->metrics_port = pick_port(0, taken, ntaken, "metrics", err, errlen)) < 0)
 				goto fail_opts;
-			snprintf(listen_opt, sizeof listen_opt, "http_listen=127.0.0.1:%d",
-			         info->metrics_port);
+			snprintf(listen_opt, sizeof listen_opt, "http_listen=127.0.0.1:%d", info->metrics_port);
 			plugin_opts[nopts] = listen_opt;
 		} else if (is_probe && strcmp(http_listen, "off") != 0) {
 			const char *colon = strrchr(http_listen, ':');
@@ -399,14 +401,14 @@ int tb_broker_start(const struct tb_options *options, struct tb_broker **out, ch
 		snprintf(info->mqtt_url, sizeof info->mqtt_url, "mqtt://127.0.0.1:%d", info->port);
 		info->mqtts_url[0] = info->mtls_url[0] = info->metrics_url[0] = '\0';
 		if (info->tls_port) {
-			snprintf(info->mqtts_url, sizeof info->mqtts_url, "mqtts://127.0.0.1:%d",
-			         info->tls_port);
-			snprintf(info->mtls_url, sizeof info->mtls_url, "mqtts://127.0.0.1:%d",
-			         info->mtls_port);
+			snprintf(
+			    info->mqtts_url, sizeof info->mqtts_url, "mqtts://127.0.0.1:%d", info->tls_port);
+			snprintf(
+			    info->mtls_url, sizeof info->mtls_url, "mqtts://127.0.0.1:%d", info->mtls_port);
 		}
 		if (info->metrics_port)
-			snprintf(info->metrics_url, sizeof info->metrics_url,
-			         "http://127.0.0.1:%d/metrics", info->metrics_port);
+			snprintf(info->metrics_url, sizeof info->metrics_url, "http://127.0.0.1:%d/metrics",
+			    info->metrics_port);
 
 		struct tb_conf conf = {
 			.user = user,
@@ -424,7 +426,7 @@ int tb_broker_start(const struct tb_options *options, struct tb_broker **out, ch
 			.password_file = !o->no_password_file,
 			.acl_file = !o->no_acl_file,
 		};
-		struct conf_args args = {&conf, err, errlen};
+		struct conf_args args = { &conf, err, errlen };
 		if (write_file(info->conf_file, write_conf, &args, err, errlen) != 0)
 			goto fail_opts;
 		if (launch(b, err, errlen) == 0)

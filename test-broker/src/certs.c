@@ -23,9 +23,8 @@ int tb__make_certs(const char *dir, char *err, size_t errlen)
 	snprintf(ca_crt, sizeof ca_crt, "%s/ca.crt", dir);
 	snprintf(log, sizeof log, "%s/openssl.log", dir);
 
-	char *ca[] = {openssl, "req", "-x509", EC_ARGS, "-keyout", ca_key, "-out", ca_crt, "-subj",
-	              "/CN=mqtt-pool test CA", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-	              NULL};
+	char *ca[] = { openssl, "req", "-x509", EC_ARGS, "-keyout", ca_key, "-out", ca_crt, "-subj",
+		"/CN=mqtt-pool test CA", "-addext", "keyUsage=critical,keyCertSign,cRLSign", NULL };
 	int rc = tb__run(ca, log, 10000, err, errlen);
 	if (rc != 0)
 		goto failed;
@@ -33,18 +32,17 @@ int tb__make_certs(const char *dir, char *err, size_t errlen)
 	static const struct {
 		char *name, *subject, *usage, *san;
 	} leaves[] = {
-		{"server", "/CN=localhost", "extendedKeyUsage=serverAuth",
-		 "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1"},
-		{"client", "/CN=" TB_USERNAME, "extendedKeyUsage=clientAuth", NULL},
+		{ "server", "/CN=localhost", "extendedKeyUsage=serverAuth",
+		    "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1" },
+		{ "client", "/CN=" TB_USERNAME, "extendedKeyUsage=clientAuth", NULL },
 	};
 	for (size_t i = 0; i < sizeof leaves / sizeof leaves[0]; i++) {
 		snprintf(key, sizeof key, "%s/%s.key", dir, leaves[i].name);
 		snprintf(crt, sizeof crt, "%s/%s.crt", dir, leaves[i].name);
-		char *argv[] = {openssl, "req", "-x509", "-CA", ca_crt, "-CAkey", ca_key, EC_ARGS,
-		                "-keyout", key, "-out", crt, "-subj", leaves[i].subject,
-		                "-addext", "basicConstraints=critical,CA:FALSE", "-addext",
-		                leaves[i].usage, leaves[i].san ? "-addext" : NULL,
-		                leaves[i].san, NULL};
+		char *argv[] = { openssl, "req", "-x509", "-CA", ca_crt, "-CAkey", ca_key, EC_ARGS,
+			"-keyout", key, "-out", crt, "-subj", leaves[i].subject, "-addext",
+			"basicConstraints=critical,CA:FALSE", "-addext", leaves[i].usage,
+			leaves[i].san ? "-addext" : NULL, leaves[i].san, NULL };
 		rc = tb__run(argv, log, 10000, err, errlen);
 		if (rc != 0)
 			goto failed;

@@ -26,7 +26,7 @@ static void write_listener(FILE *out, const struct tb_conf *conf, int port, bool
 	if (!tls)
 		return;
 	fprintf(out, "cafile %s\ncertfile %s\nkeyfile %s\n", conf->ca_file, conf->server_cert,
-	        conf->server_key);
+	    conf->server_key);
 	fprintf(out, "require_certificate %s\n", mutual ? "true" : "false");
 }
 
@@ -56,7 +56,7 @@ int tb__write_conf(FILE *out, const struct tb_conf *conf, char *err, size_t errl
 			const char *eq = strchr(item, '=');
 			if (!eq || !valid_plugin_key(item, (size_t)(eq - item)) || strchr(eq, '\n')) {
 				snprintf(err, errlen,
-				         "bad plugin option '%s': expected KEY=VALUE with KEY of [a-z0-9_]", *opt);
+				    "bad plugin option '%s': expected KEY=VALUE with KEY of [a-z0-9_]", *opt);
 				return -1;
 			}
 			fprintf(out, "plugin_opt_%.*s %s\n", (int)(eq - item), item, eq + 1);
@@ -67,7 +67,17 @@ int tb__write_conf(FILE *out, const struct tb_conf *conf, char *err, size_t errl
 			snprintf(err, errlen, "configuration line contains a newline: '%s'", *line);
 			return -1;
 		}
-		fprintf(out, "%s\n", *line);
+		/* "{dir}" stands for the broker's directory, so extra listeners can reuse its certs. */
+		for (const char *p = *line; *p;) {
+			const char *mark = strstr(p, "{dir}");
+			if (!mark) {
+				fputs(p, out);
+				break;
+			}
+			fprintf(out, "%.*s%s", (int)(mark - p), p, conf->dir);
+			p = mark + 5;
+		}
+		fputc('\n', out);
 	}
 
 	write_listener(out, conf, conf->port, false, false);
@@ -80,13 +90,14 @@ int tb__write_conf(FILE *out, const struct tb_conf *conf, char *err, size_t errl
 
 int tb__write_acl(FILE *out)
 {
-	fprintf(out, "# Anonymous clients (only when allow_anonymous is on): everything but $SYS.\n"
-	             "topic readwrite #\n\n"
-	             "user " TB_USERNAME "\n"
-	             "topic readwrite #\n"
-	             "topic read $SYS/#\n\n"
-	             "user " TB_OTHER_USERNAME "\n"
-	             "topic readwrite limited/#\n");
+	fprintf(out,
+	    "# Anonymous clients (only when allow_anonymous is on): everything but $SYS.\n"
+	    "topic readwrite #\n\n"
+	    "user " TB_USERNAME "\n"
+	    "topic readwrite #\n"
+	    "topic read $SYS/#\n\n"
+	    "user " TB_OTHER_USERNAME "\n"
+	    "topic readwrite limited/#\n");
 	return ferror(out) ? -1 : 0;
 }
 
@@ -111,7 +122,8 @@ int tb__write_password_line(FILE *out, const char *user, const char *password)
 	if (RAND_bytes(salt, sizeof salt) != 1)
 		return -1;
 	if (PKCS5_PBKDF2_HMAC(password, (int)strlen(password), salt, sizeof salt, ITERATIONS,
-	                      EVP_sha512(), sizeof hash, hash) != 1)
+	        EVP_sha512(), sizeof hash, hash)
+	    != 1)
 		return -1;
 	EVP_EncodeBlock(salt64, salt, sizeof salt);
 	EVP_EncodeBlock(hash64, hash, sizeof hash);

@@ -25,7 +25,7 @@ extern char **environ;
 
 static void sleep_ms(int ms)
 {
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
 	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
 		;
 }
@@ -57,8 +57,8 @@ static char **make_env(const char *preload, char **storage)
 	return env;
 }
 
-pid_t tb__spawn(char *const argv[], const char *log_path, const char *preload, char *err,
-                size_t errlen)
+pid_t tb__spawn(
+    char *const argv[], const char *log_path, const char *preload, char *err, size_t errlen)
 {
 	char *preload_storage = NULL;
 	char **env = make_env(preload, &preload_storage);
@@ -66,11 +66,11 @@ pid_t tb__spawn(char *const argv[], const char *log_path, const char *preload, c
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	int out = open(log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-	               0600);
+	int out
+	    = open(log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (out < 0) {
-		snprintf(err, errlen, "cannot open %s: %s", log_path ? log_path : "/dev/null",
-		         strerror(errno));
+		snprintf(
+		    err, errlen, "cannot open %s: %s", log_path ? log_path : "/dev/null", strerror(errno));
 		if (env != environ)
 			free(env);
 		free(preload_storage);
@@ -190,8 +190,8 @@ static int search_dirs(const char *dirs, const char *name, char *out, size_t len
 {
 	while (dirs && *dirs) {
 		size_t n = strcspn(dirs, ":");
-		if (n > 0 && (size_t)snprintf(out, len, "%.*s/%s", (int)n, dirs, name) < len &&
-		    is_executable(out))
+		if (n > 0 && (size_t)snprintf(out, len, "%.*s/%s", (int)n, dirs, name) < len
+		    && is_executable(out))
 			return 0;
 		dirs += n;
 		if (*dirs == ':')
@@ -237,13 +237,13 @@ static int bind_loopback(int port, int *out_port)
 		return -1;
 	int one = 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); /* as mosquitto does */
-	struct sockaddr_in addr = {.sin_family = AF_INET,
-	                           .sin_port = htons((uint16_t)port),
-	                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in addr = { .sin_family = AF_INET,
+		.sin_port = htons((uint16_t)port),
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t alen = sizeof addr;
 	int rc = -1;
-	if (bind(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&addr, &alen) == 0) {
+	if (bind(fd, (struct sockaddr *)&addr, sizeof addr) == 0
+	    && getsockname(fd, (struct sockaddr *)&addr, &alen) == 0) {
 		*out_port = ntohs(addr.sin_port);
 		rc = 0;
 	}

@@ -30,13 +30,13 @@ struct slot {
 	bool stray, has_corr;
 	uint16_t topic_len, corr_len;
 	uint32_t payload_len;
-	char *data;              /* inline or heap: topic NUL, correlation, payload */
+	char *data; /* inline or heap: topic NUL, correlation, payload */
 	char inline_data[SLOT_INLINE];
 };
 
 struct stats {
 	unsigned long requests, replies, dropped, duplicated, late, stray, retained_ignored,
-		loops_refused, overflow, pending_discarded, publish_errors, large;
+	    loops_refused, overflow, pending_discarded, publish_errors, large;
 };
 
 struct responder {
@@ -96,17 +96,18 @@ static size_t heap_pop(struct responder *r)
 /* --- replies ------------------------------------------------------------------------------ */
 
 static void publish_one(struct responder *r, const char *topic, const void *corr, int corr_len,
-                        bool has_corr, const void *payload, int payload_len)
+    bool has_corr, const void *payload, int payload_len)
 {
 	mosquitto_property *props = NULL;
-	if (has_corr &&
-	    mosquitto_property_add_binary(&props, MQTT_PROP_CORRELATION_DATA, corr,
-	                                  (uint16_t)corr_len) != MOSQ_ERR_SUCCESS) {
+	if (has_corr
+	    && mosquitto_property_add_binary(
+	           &props, MQTT_PROP_CORRELATION_DATA, corr, (uint16_t)corr_len)
+	        != MOSQ_ERR_SUCCESS) {
 		r->st.publish_errors++;
 		return;
 	}
-	int rc = mosquitto_publish_v5(r->m, NULL, topic, payload_len, payload, r->o.qos, r->o.retain,
-	                              props);
+	int rc = mosquitto_publish_v5(
+	    r->m, NULL, topic, payload_len, payload, r->o.qos, r->o.retain, props);
 	mosquitto_property_free_all(&props);
 	if (rc == MOSQ_ERR_SUCCESS)
 		r->st.replies++;
@@ -115,8 +116,7 @@ static void publish_one(struct responder *r, const char *topic, const void *corr
 }
 
 static void send_replies(struct responder *r, const char *topic, const unsigned char *corr,
-                         int corr_len, bool has_corr, const void *payload, int payload_len,
-                         int copies, bool stray)
+    int corr_len, bool has_corr, const void *payload, int payload_len, int copies, bool stray)
 {
 	for (int i = 0; i < copies; i++)
 		publish_one(r, topic, corr, corr_len, has_corr, payload, payload_len);
@@ -135,8 +135,7 @@ static void send_replies(struct responder *r, const char *topic, const unsigned 
 }
 
 static void hold_reply(struct responder *r, uint64_t due, const char *topic, const void *corr,
-                       int corr_len, bool has_corr, const void *payload, int payload_len,
-                       const struct rsp_plan *plan)
+    int corr_len, bool has_corr, const void *payload, int payload_len, const struct rsp_plan *plan)
 {
 	if (r->free_len == 0) {
 		r->st.overflow++;
@@ -185,22 +184,22 @@ static void fire_due(struct responder *r, uint64_t now)
 		struct slot *s = &r->slots[idx];
 		const char *corr = s->data + s->topic_len + 1;
 		send_replies(r, s->data, (const unsigned char *)corr, s->corr_len, s->has_corr,
-		             corr + s->corr_len, (int)s->payload_len, s->copies, s->stray);
+		    corr + s->corr_len, (int)s->payload_len, s->copies, s->stray);
 		release_slot(r, idx);
 	}
 }
 
 /* --- libmosquitto callbacks (run inside loop_read on this thread) ------------------------- */
 
-static void on_connect(struct mosquitto *m, void *obj, int rc, int flags,
-                       const mosquitto_property *props)
+static void on_connect(
+    struct mosquitto *m, void *obj, int rc, int flags, const mosquitto_property *props)
 {
 	(void)flags;
 	(void)props;
 	struct responder *r = obj;
 	if (rc != 0) {
 		fprintf(stderr, "responder: broker refused CONNECT: %s\n",
-		        r->o.protocol == 5 ? mosquitto_reason_string(rc) : mosquitto_connack_string(rc));
+		    r->o.protocol == 5 ? mosquitto_reason_string(rc) : mosquitto_connack_string(rc));
 		r->exit_code = 1;
 		r->stopping = true;
 		return;
@@ -215,7 +214,7 @@ static void on_connect(struct mosquitto *m, void *obj, int rc, int flags,
 }
 
 static void on_subscribe(struct mosquitto *m, void *obj, int mid, int count, const int *granted,
-                         const mosquitto_property *props)
+    const mosquitto_property *props)
 {
 	(void)m;
 	(void)mid;
@@ -223,7 +222,7 @@ static void on_subscribe(struct mosquitto *m, void *obj, int mid, int count, con
 	struct responder *r = obj;
 	if (count < 1 || granted[0] > 2) {
 		fprintf(stderr, "responder: the broker refused the subscription to '%s' (reason %d)\n",
-		        r->o.filter, count ? granted[0] : -1);
+		    r->o.filter, count ? granted[0] : -1);
 		r->exit_code = 1;
 		r->stopping = true;
 		return;
@@ -246,7 +245,7 @@ static void on_disconnect(struct mosquitto *m, void *obj, int rc, const mosquitt
 }
 
 static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_message *msg,
-                       const mosquitto_property *props)
+    const mosquitto_property *props)
 {
 	(void)m;
 	struct responder *r = obj;
@@ -261,8 +260,9 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 	uint16_t corr_len = 0;
 	char legacy[TOPIC_MAX];
 	const char *topic;
-	if (r->o.protocol == 5 &&
-	    mosquitto_property_read_string(props, MQTT_PROP_RESPONSE_TOPIC, &response_topic, false)) {
+	if (r->o.protocol == 5
+	    && mosquitto_property_read_string(
+	        props, MQTT_PROP_RESPONSE_TOPIC, &response_topic, false)) {
 		mosquitto_property_read_binary(props, MQTT_PROP_CORRELATION_DATA, &corr, &corr_len, false);
 		topic = response_topic;
 	} else if (r->o.reply_topic) {
@@ -274,8 +274,9 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 		return;
 	}
 	bool matches;
-	if (!response_topic && r->o.protocol != 5 &&
-	    mosquitto_topic_matches_sub(r->o.filter, topic, &matches) == MOSQ_ERR_SUCCESS && matches) {
+	if (!response_topic && r->o.protocol != 5
+	    && mosquitto_topic_matches_sub(r->o.filter, topic, &matches) == MOSQ_ERR_SUCCESS
+	    && matches) {
 		r->st.loops_refused++; /* 3.1.1 has no no-local: our reply would come back as a request */
 		return;
 	}
@@ -289,11 +290,11 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 		r->st.duplicated += plan.copies > 1;
 		r->st.late += plan.late;
 		if (plan.delay_ns == 0)
-			send_replies(r, topic, corr, corr_len, corr != NULL, payload, payload_len,
-			             plan.copies, plan.stray);
+			send_replies(r, topic, corr, corr_len, corr != NULL, payload, payload_len, plan.copies,
+			    plan.stray);
 		else
 			hold_reply(r, mqc_now_ns() + plan.delay_ns, topic, corr, corr_len, corr != NULL,
-			           payload, payload_len, &plan);
+			    payload, payload_len, &plan);
 	}
 	free(response_topic);
 	free(corr);
@@ -314,7 +315,7 @@ static int setup_client(struct responder *r)
 		return -1;
 	}
 	mosquitto_int_option(r->m, MOSQ_OPT_PROTOCOL_VERSION,
-	                     r->o.protocol == 5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311);
+	    r->o.protocol == 5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311);
 	mosquitto_int_option(r->m, MOSQ_OPT_TCP_NODELAY, 1);
 	mosquitto_connect_v5_callback_set(r->m, on_connect);
 	mosquitto_subscribe_v5_callback_set(r->m, on_subscribe);
@@ -326,14 +327,14 @@ static int setup_client(struct responder *r)
 		int rc = mosquitto_tls_set(r->m, r->o.cafile, NULL, r->o.cert, r->o.key, NULL);
 		if (rc != MOSQ_ERR_SUCCESS) {
 			fprintf(stderr, "responder: TLS setup failed (%s): check --cafile/--cert/--key\n",
-			        mosquitto_strerror(rc));
+			    mosquitto_strerror(rc));
 			return -1;
 		}
 	}
 	int rc = mosquitto_connect(r->m, r->o.url.host, r->o.url.port, 30);
 	if (rc != MOSQ_ERR_SUCCESS) {
 		fprintf(stderr, "responder: cannot connect to %s: %s\n", r->o.broker,
-		        rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
+		    rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
 		return -1;
 	}
 	return 0;
@@ -341,7 +342,7 @@ static int setup_client(struct responder *r)
 
 static void arm_timer(int tfd, uint64_t at_ns)
 {
-	struct itimerspec its = {.it_value = mqc_ns_to_ts(at_ns)};
+	struct itimerspec its = { .it_value = mqc_ns_to_ts(at_ns) };
 	timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
@@ -350,11 +351,11 @@ static int run(struct responder *r, int sfd)
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	int sock = mosquitto_socket(r->m);
-	struct epoll_event ev = {.events = EPOLLIN, .data.u32 = EV_SOCKET};
+	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = EV_SOCKET };
 	epoll_ctl(ep, EPOLL_CTL_ADD, sock, &ev);
-	ev = (struct epoll_event){.events = EPOLLIN, .data.u32 = EV_TIMER};
+	ev = (struct epoll_event) { .events = EPOLLIN, .data.u32 = EV_TIMER };
 	epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
-	ev = (struct epoll_event){.events = EPOLLIN, .data.u32 = EV_SIGNAL};
+	ev = (struct epoll_event) { .events = EPOLLIN, .data.u32 = EV_SIGNAL };
 	epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
 
 	bool want_out = false;
@@ -362,8 +363,8 @@ static int run(struct responder *r, int sfd)
 	while (!r->stopping) {
 		bool need_out = mosquitto_want_write(r->m);
 		if (need_out != want_out) {
-			ev = (struct epoll_event){.events = EPOLLIN | (need_out ? EPOLLOUT : 0u),
-			                          .data.u32 = EV_SOCKET};
+			ev = (struct epoll_event) { .events = EPOLLIN | (need_out ? EPOLLOUT : 0u),
+				.data.u32 = EV_SOCKET };
 			epoll_ctl(ep, EPOLL_CTL_MOD, sock, &ev);
 			want_out = need_out;
 		}
@@ -422,8 +423,8 @@ static int run(struct responder *r, int sfd)
 	if (r->connected) {
 		mosquitto_disconnect(r->m);
 		uint64_t deadline = mqc_now_ns() + MQC_NS_PER_S;
-		while (mosquitto_want_write(r->m) && mqc_now_ns() < deadline &&
-		       mosquitto_loop_write(r->m, 1) == MOSQ_ERR_SUCCESS)
+		while (mosquitto_want_write(r->m) && mqc_now_ns() < deadline
+		    && mosquitto_loop_write(r->m, 1) == MOSQ_ERR_SUCCESS)
 			;
 	}
 	close(tfd);
@@ -433,7 +434,7 @@ static int run(struct responder *r, int sfd)
 
 int main(int argc, char **argv)
 {
-	struct responder r = {0};
+	struct responder r = { 0 };
 	char err[512];
 	int parsed = rsp_parse_args(argc, argv, &r.o, err, sizeof err);
 	if (parsed == 1)
@@ -468,9 +469,9 @@ int main(int argc, char **argv)
 	printf("responder: requests=%lu replies=%lu dropped=%lu duplicated=%lu late=%lu stray=%lu "
 	       "retained_ignored=%lu loops_refused=%lu overflow=%lu pending_discarded=%lu "
 	       "publish_errors=%lu\n",
-	       r.st.requests, r.st.replies, r.st.dropped, r.st.duplicated, r.st.late, r.st.stray,
-	       r.st.retained_ignored, r.st.loops_refused, r.st.overflow, r.st.pending_discarded,
-	       r.st.publish_errors);
+	    r.st.requests, r.st.replies, r.st.dropped, r.st.duplicated, r.st.late, r.st.stray,
+	    r.st.retained_ignored, r.st.loops_refused, r.st.overflow, r.st.pending_discarded,
+	    r.st.publish_errors);
 	fflush(stdout);
 	mosquitto_destroy(r.m);
 	mosquitto_lib_cleanup();

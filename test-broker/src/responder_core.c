@@ -10,35 +10,35 @@
 static void usage(void)
 {
 	printf(
-		"Usage: responder --broker URL [OPTIONS]\n"
-		"A device simulator: subscribes to a command filter and answers every request.\n"
-		"MQTT v5 requests with a Response Topic are answered there, echoing their Correlation\n"
-		"Data; requests without one (legacy devices) on --reply-topic or --reply-template.\n"
-		"Prints RESPONDER_READY once subscribed, and what it did when it exits (SIGINT/SIGTERM).\n"
-		"\n"
-		"  --broker URL          mqtt://host:port or mqtts://host:port (required)\n"
-		"  --cafile FILE         CA certificate for mqtts:// (verification and hostname check)\n"
-		"  --cert FILE --key FILE  client certificate and key\n"
-		"  --username U --password P\n"
-		"  --client-id ID        default responder-<pid>\n"
-		"  --filter FILTER       command filter (default " RSP_DEFAULT_FILTER ")\n"
-		"  --qos 0|1|2           subscription and reply QoS (default 0)\n"
-		"  --protocol 5|3.1.1    default 5\n"
-		"  --reply-template T    legacy reply topic; {topic} = request topic, {1}..{9} = its\n"
-		"                        levels (default " RSP_DEFAULT_TEMPLATE ")\n"
-		"  --reply-topic TOPIC   fixed legacy reply topic (overrides the template)\n"
-		"  --reply TEXT          reply payload (default: echo the request payload)\n"
-		"  --delay DURATION      hold every reply (e.g. 5ms; bare numbers are ms; default 0)\n"
-		"  --jitter DURATION     plus a uniform random 0..jitter\n"
-		"  --drop P              probability of not answering (0..1)\n"
-		"  --duplicate P         probability of answering twice\n"
-		"  --late P              probability of answering after --late-delay instead\n"
-		"  --late-delay DURATION default 2s\n"
-		"  --stray P             probability of an extra reply with wrong correlation data (v5)\n"
-		"  --retain              publish replies retained (adversarial)\n"
-		"  --seed N              PRNG seed for the probabilities (default 1)\n"
-		"  --max-pending N       delayed replies held at once (default 65536)\n"
-		"  -h, --help\n");
+	    "Usage: responder --broker URL [OPTIONS]\n"
+	    "A device simulator: subscribes to a command filter and answers every request.\n"
+	    "MQTT v5 requests with a Response Topic are answered there, echoing their Correlation\n"
+	    "Data; requests without one (legacy devices) on --reply-topic or --reply-template.\n"
+	    "Prints RESPONDER_READY once subscribed, and what it did when it exits (SIGINT/SIGTERM).\n"
+	    "\n"
+	    "  --broker URL          mqtt://host:port or mqtts://host:port (required)\n"
+	    "  --cafile FILE         CA certificate for mqtts:// (verification and hostname check)\n"
+	    "  --cert FILE --key FILE  client certificate and key\n"
+	    "  --username U --password P\n"
+	    "  --client-id ID        default responder-<pid>\n"
+	    "  --filter FILTER       command filter (default " RSP_DEFAULT_FILTER ")\n"
+	    "  --qos 0|1|2           subscription and reply QoS (default 0)\n"
+	    "  --protocol 5|3.1.1    default 5\n"
+	    "  --reply-template T    legacy reply topic; {topic} = request topic, {1}..{9} = its\n"
+	    "                        levels (default " RSP_DEFAULT_TEMPLATE ")\n"
+	    "  --reply-topic TOPIC   fixed legacy reply topic (overrides the template)\n"
+	    "  --reply TEXT          reply payload (default: echo the request payload)\n"
+	    "  --delay DURATION      hold every reply (e.g. 5ms; bare numbers are ms; default 0)\n"
+	    "  --jitter DURATION     plus a uniform random 0..jitter\n"
+	    "  --drop P              probability of not answering (0..1)\n"
+	    "  --duplicate P         probability of answering twice\n"
+	    "  --late P              probability of answering after --late-delay instead\n"
+	    "  --late-delay DURATION default 2s\n"
+	    "  --stray P             probability of an extra reply with wrong correlation data (v5)\n"
+	    "  --retain              publish replies retained (adversarial)\n"
+	    "  --seed N              PRNG seed for the probabilities (default 1)\n"
+	    "  --max-pending N       delayed replies held at once (default 65536)\n"
+	    "  -h, --help\n");
 }
 
 static int bad(char *err, size_t errlen, const char *opt, const char *value, const char *expect)
@@ -49,37 +49,59 @@ static int bad(char *err, size_t errlen, const char *opt, const char *value, con
 
 int rsp_parse_args(int argc, char **argv, struct rsp_options *o, char *err, size_t errlen)
 {
-	enum { O_BROKER = 256, O_CAFILE, O_CERT, O_KEY, O_USER, O_PASS, O_ID, O_FILTER, O_QOS,
-	       O_PROTO, O_TEMPLATE, O_TOPIC, O_REPLY, O_DELAY, O_JITTER, O_DROP, O_DUP, O_LATE,
-	       O_LATE_DELAY, O_STRAY, O_RETAIN, O_SEED, O_MAX_PENDING };
-	static const struct option longopts[] = {
-		{"broker", required_argument, NULL, O_BROKER},
-		{"cafile", required_argument, NULL, O_CAFILE},
-		{"cert", required_argument, NULL, O_CERT},
-		{"key", required_argument, NULL, O_KEY},
-		{"username", required_argument, NULL, O_USER},
-		{"password", required_argument, NULL, O_PASS},
-		{"client-id", required_argument, NULL, O_ID},
-		{"filter", required_argument, NULL, O_FILTER},
-		{"qos", required_argument, NULL, O_QOS},
-		{"protocol", required_argument, NULL, O_PROTO},
-		{"reply-template", required_argument, NULL, O_TEMPLATE},
-		{"reply-topic", required_argument, NULL, O_TOPIC},
-		{"reply", required_argument, NULL, O_REPLY},
-		{"delay", required_argument, NULL, O_DELAY},
-		{"jitter", required_argument, NULL, O_JITTER},
-		{"drop", required_argument, NULL, O_DROP},
-		{"duplicate", required_argument, NULL, O_DUP},
-		{"late", required_argument, NULL, O_LATE},
-		{"late-delay", required_argument, NULL, O_LATE_DELAY},
-		{"stray", required_argument, NULL, O_STRAY},
-		{"retain", no_argument, NULL, O_RETAIN},
-		{"seed", required_argument, NULL, O_SEED},
-		{"max-pending", required_argument, NULL, O_MAX_PENDING},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	enum {
+		O_BROKER = 256,
+		O_CAFILE,
+		O_CERT,
+		O_KEY,
+		O_USER,
+		O_PASS,
+		O_ID,
+		O_FILTER,
+		O_QOS,
+		O_PROTO,
+		O_TEMPLATE,
+		O_TOPIC,
+		O_REPLY,
+		O_DELAY,
+		O_JITTER,
+		O_DROP,
+		O_DUP,
+		O_LATE,
+		O_LATE_DELAY,
+		O_STRAY,
+		O_RETAIN,
+		O_SEED,
+		O_MAX_PENDING
 	};
-	*o = (struct rsp_options){
+	static const struct option longopts[] = {
+		{ "broker", required_argument, NULL, O_BROKER },
+		{ "cafile", required_argument, NULL, O_CAFILE },
+		{ "cert", required_argument, NULL, O_CERT },
+		{ "key", required_argument, NULL, O_KEY },
+		{ "username", required_argument, NULL, O_USER },
+		{ "password", required_argument, NULL, O_PASS },
+		{ "client-id", required_argument, NULL, O_ID },
+		{ "filter", required_argument, NULL, O_FILTER },
+		{ "qos", required_argument, NULL, O_QOS },
+		{ "protocol", required_argument, NULL, O_PROTO },
+		{ "reply-template", required_argument, NULL, O_TEMPLATE },
+		{ "reply-topic", required_argument, NULL, O_TOPIC },
+		{ "reply", required_argument, NULL, O_REPLY },
+		{ "delay", required_argument, NULL, O_DELAY },
+		{ "jitter", required_argument, NULL, O_JITTER },
+		{ "drop", required_argument, NULL, O_DROP },
+		{ "duplicate", required_argument, NULL, O_DUP },
+		{ "late", required_argument, NULL, O_LATE },
+		{ "late-delay", required_argument, NULL, O_LATE_DELAY },
+		{ "stray", required_argument, NULL, O_STRAY },
+		{ "retain", no_argument, NULL, O_RETAIN },
+		{ "seed", required_argument, NULL, O_SEED },
+		{ "max-pending", required_argument, NULL, O_MAX_PENDING },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	*o = (struct rsp_options) {
 		.filter = RSP_DEFAULT_FILTER,
 		.protocol = 5,
 		.reply_template = RSP_DEFAULT_TEMPLATE,
@@ -90,26 +112,54 @@ int rsp_parse_args(int argc, char **argv, struct rsp_options *o, char *err, size
 	uint64_t u;
 	optind = 1;
 	opterr = 0;
-	int c;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-		const char *name = argv[optind - 1];
+	int c, index = -1;
+	char name[32];
+	while ((c = getopt_long(argc, argv, ":h", longopts, &index)) != -1) {
+		/* For "--opt value" argv[optind - 1] is the value: name the option from the table. */
+		if (index >= 0)
+			snprintf(name, sizeof name, "--%s", longopts[index].name);
+		else
+			snprintf(name, sizeof name, "%s", argv[optind - 1]);
+		index = -1;
 		switch (c) {
 			case O_BROKER:
 				if (mqc_url_parse(optarg, &o->url, err, errlen) != 0)
 					return -1;
 				o->broker = optarg;
 				break;
-			case O_CAFILE: o->cafile = optarg; break;
-			case O_CERT: o->cert = optarg; break;
-			case O_KEY: o->key = optarg; break;
-			case O_USER: o->username = optarg; break;
-			case O_PASS: o->password = optarg; break;
-			case O_ID: o->client_id = optarg; break;
-			case O_FILTER: o->filter = optarg; break;
-			case O_TEMPLATE: o->reply_template = optarg; break;
-			case O_TOPIC: o->reply_topic = optarg; break;
-			case O_REPLY: o->reply_payload = optarg; break;
-			case O_RETAIN: o->retain = true; break;
+			case O_CAFILE:
+				o->cafile = optarg;
+				break;
+			case O_CERT:
+				o->cert = optarg;
+				break;
+			case O_KEY:
+				o->key = optarg;
+				break;
+			case O_USER:
+				o->username = optarg;
+				break;
+			case O_PASS:
+				o->password = optarg;
+				break;
+			case O_ID:
+				o->client_id = optarg;
+				break;
+			case O_FILTER:
+				o->filter = optarg;
+				break;
+			case O_TEMPLATE:
+				o->reply_template = optarg;
+				break;
+			case O_TOPIC:
+				o->reply_topic = optarg;
+				break;
+			case O_REPLY:
+				o->reply_payload = optarg;
+				break;
+			case O_RETAIN:
+				o->retain = true;
+				break;
 			case O_QOS:
 				if (mqc_parse_u64(optarg, 0, 2, &u) != 0)
 					return bad(err, errlen, "--qos", optarg, "0, 1 or 2");
@@ -139,8 +189,11 @@ int rsp_parse_args(int argc, char **argv, struct rsp_options *o, char *err, size
 				double p;
 				if (mqc_parse_double(optarg, 0, 1, &p) != 0)
 					return bad(err, errlen, name, optarg, "a probability between 0 and 1");
-				*(c == O_DROP ? &o->drop : c == O_DUP ? &o->duplicate
-				                          : c == O_LATE ? &o->late : &o->stray) = p;
+				*(c == O_DROP         ? &o->drop
+				        : c == O_DUP  ? &o->duplicate
+				        : c == O_LATE ? &o->late
+				                      : &o->stray)
+				    = p;
 				break;
 			}
 			case O_SEED:
@@ -184,10 +237,10 @@ int rsp_parse_args(int argc, char **argv, struct rsp_options *o, char *err, size
 		return -1;
 	}
 	char probe[512];
-	if (!o->reply_topic && rsp_expand_template(o->reply_template, "a/b/c/d/e/f/g/h/i", probe,
-	                                           sizeof probe) < 0) {
+	if (!o->reply_topic
+	    && rsp_expand_template(o->reply_template, "a/b/c/d/e/f/g/h/i", probe, sizeof probe) < 0) {
 		snprintf(err, errlen, "--reply-template '%s': unmatched brace or unknown field",
-		         o->reply_template);
+		    o->reply_template);
 		return -1;
 	}
 	return 0;
@@ -260,7 +313,7 @@ double rsp_rng_unit(struct rsp_rng *rng)
 
 struct rsp_plan rsp_plan_next(const struct rsp_options *o, struct rsp_rng *rng)
 {
-	struct rsp_plan plan = {.copies = 1, .delay_ns = o->delay_ns};
+	struct rsp_plan plan = { .copies = 1, .delay_ns = o->delay_ns };
 	if (o->drop > 0 && rsp_rng_unit(rng) < o->drop) {
 		plan.drop = true;
 		plan.copies = 0;

@@ -20,25 +20,25 @@
 
 struct rsp_options {
 	struct mqc_url url;
-	const char *broker;          /* as given */
+	const char *broker; /* as given */
 	const char *cafile, *cert, *key;
 	const char *username, *password;
-	const char *client_id;       /* NULL: responder-<pid> */
-	const char *filter;          /* command filter */
-	int qos;                     /* subscribe and reply QoS */
-	int protocol;                /* 5 or 4 (3.1.1) */
-	const char *reply_template;  /* legacy reply topic: {topic}, {1}..{9} = topic levels */
-	const char *reply_topic;     /* fixed legacy reply topic (overrides the template) */
-	const char *reply_payload;   /* NULL: echo the request's payload */
+	const char *client_id;      /* NULL: responder-<pid> */
+	const char *filter;         /* command filter */
+	int qos;                    /* subscribe and reply QoS */
+	int protocol;               /* 5 or 4 (3.1.1) */
+	const char *reply_template; /* legacy reply topic: {topic}, {1}..{9} = topic levels */
+	const char *reply_topic;    /* fixed legacy reply topic (overrides the template) */
+	const char *reply_payload;  /* NULL: echo the request's payload */
 	uint64_t delay_ns, jitter_ns;
-	double drop;                 /* probability a request gets no reply */
-	double duplicate;            /* probability a reply is sent twice */
-	double late;                 /* probability a reply is held back by late_ns instead */
+	double drop;      /* probability a request gets no reply */
+	double duplicate; /* probability a reply is sent twice */
+	double late;      /* probability a reply is held back by late_ns instead */
 	uint64_t late_ns;
-	double stray;                /* probability of an extra reply with wrong correlation data */
-	bool retain;                 /* publish replies with the retain flag */
+	double stray; /* probability of an extra reply with wrong correlation data */
+	bool retain;  /* publish replies with the retain flag */
 	uint64_t seed;
-	size_t max_pending;          /* delayed replies held at once */
+	size_t max_pending; /* delayed replies held at once */
 };
 
 /**
@@ -57,7 +57,7 @@ int rsp_expand_template(const char *tmpl, const char *topic, char *out, size_t l
 /** What to do with one request. */
 struct rsp_plan {
 	bool drop;
-	int copies;        /* 1, or 2 when duplicated */
+	int copies; /* 1, or 2 when duplicated */
 	bool late;
 	bool stray;
 	uint64_t delay_ns; /* from now */

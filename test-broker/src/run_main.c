@@ -24,31 +24,31 @@
 static void usage(FILE *out)
 {
 	fprintf(out,
-	        "Usage: " PROG " [OPTIONS]\n"
-	        "Start a real mosquitto on free loopback ports with a generated configuration (plain,\n"
-	        "TLS and mutual-TLS listeners, a password file, an ACL file, the mqtt_probe plugin when\n"
-	        "it has been built). Once the broker answers an MQTT CONNECT, print KEY=value lines\n"
-	        "(MQTT_URL, MQTTS_URL, MQTTS_MTLS_URL, CA_FILE, CLIENT_CERT, CLIENT_KEY, MQTT_USERNAME,\n"
-	        "MQTT_PASSWORD, BROKER_PID, BROKER_LOG, METRICS_URL, ...) and stay in the foreground\n"
-	        "until interrupted. On exit the broker is stopped and its directory removed.\n"
-	        "\n"
-	        "  --port N             plain listener port (default: a free port)\n"
-	        "  --tls-port N         TLS listener port (default: a free port)\n"
-	        "  --mtls-port N        mutual-TLS listener port (default: a free port)\n"
-	        "  --no-tls             no TLS listeners, no certificates\n"
-	        "  --no-probe           do not load the probe plugin\n"
-	        "  --plugin PATH        load this plugin instead of the built probe\n"
-	        "  --plugin-opt K=V     add `plugin_opt_K V` (repeatable)\n"
-	        "  --conf-line LINE     append a line to mosquitto.conf (repeatable)\n"
-	        "  --allow-anonymous    let clients connect without a username\n"
-	        "  --mosquitto PATH     broker binary (default: $TB_MOSQUITTO, $PATH, /usr/sbin)\n"
-	        "  --dir DIR            create the temporary directory in DIR (default: $TMPDIR, /tmp)\n"
-	        "  --timeout SECONDS    how long to wait for the broker to answer (default 10)\n"
-	        "  --daemon             print the lines, then detach; stop with kill $RUN_PID\n"
-	        "  -h, --help           this text\n"
-	        "\n"
-	        "Exit status: 0 after a clean stop, 1 if the broker could not start or died, 2 on bad\n"
-	        "options.\n");
+	    "Usage: " PROG " [OPTIONS]\n"
+	    "Start a real mosquitto on free loopback ports with a generated configuration (plain,\n"
+	    "TLS and mutual-TLS listeners, a password file, an ACL file, the mqtt_probe plugin when\n"
+	    "it has been built). Once the broker answers an MQTT CONNECT, print KEY=value lines\n"
+	    "(MQTT_URL, MQTTS_URL, MQTTS_MTLS_URL, CA_FILE, CLIENT_CERT, CLIENT_KEY, MQTT_USERNAME,\n"
+	    "MQTT_PASSWORD, BROKER_PID, BROKER_LOG, METRICS_URL, ...) and stay in the foreground\n"
+	    "until interrupted. On exit the broker is stopped and its directory removed.\n"
+	    "\n"
+	    "  --port N             plain listener port (default: a free port)\n"
+	    "  --tls-port N         TLS listener port (default: a free port)\n"
+	    "  --mtls-port N        mutual-TLS listener port (default: a free port)\n"
+	    "  --no-tls             no TLS listeners, no certificates\n"
+	    "  --no-probe           do not load the probe plugin\n"
+	    "  --plugin PATH        load this plugin instead of the built probe\n"
+	    "  --plugin-opt K=V     add `plugin_opt_K V` (repeatable)\n"
+	    "  --conf-line LINE     append a line to mosquitto.conf (repeatable)\n"
+	    "  --allow-anonymous    let clients connect without a username\n"
+	    "  --mosquitto PATH     broker binary (default: $TB_MOSQUITTO, $PATH, /usr/sbin)\n"
+	    "  --dir DIR            create the temporary directory in DIR (default: $TMPDIR, /tmp)\n"
+	    "  --timeout SECONDS    how long to wait for the broker to answer (default 10)\n"
+	    "  --daemon             print the lines, then detach; stop with kill $RUN_PID\n"
+	    "  -h, --help           this text\n"
+	    "\n"
+	    "Exit status: 0 after a clean stop, 1 if the broker could not start or died, 2 on bad\n"
+	    "options.\n");
 }
 
 static void print_line(FILE *out, const char *key, const char *value)
@@ -104,7 +104,7 @@ static void print_info(FILE *out, const struct tb_info *info, pid_t run_pid)
 static int supervise(struct tb_broker *broker, const sigset_t *signals, bool quiet)
 {
 	for (;;) {
-		struct timespec tick = {.tv_sec = 0, .tv_nsec = 200000000L};
+		struct timespec tick = { .tv_sec = 0, .tv_nsec = 200000000L };
 		int sig = sigtimedwait(signals, NULL, &tick);
 		if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
 			tb_broker_stop(broker);
@@ -114,8 +114,8 @@ static int supervise(struct tb_broker *broker, const sigset_t *signals, bool qui
 		if (!tb_broker_alive(broker, &status)) {
 			if (!quiet) {
 				fprintf(stderr, PROG ": mosquitto exited unexpectedly (%s %d); its log:\n",
-				        WIFEXITED(status) ? "status" : "signal",
-				        WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+				    WIFEXITED(status) ? "status" : "signal",
+				    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 				tb_broker_dump_log(broker, stderr);
 			}
 			tb_broker_stop(broker);
@@ -148,26 +148,39 @@ static int parse_port(const char *opt, const char *text, int *out)
 
 int main(int argc, char **argv)
 {
-	enum { O_PORT = 256, O_TLS_PORT, O_MTLS_PORT, O_NO_TLS, O_NO_PROBE, O_PLUGIN, O_PLUGIN_OPT,
-	       O_CONF_LINE, O_ANON, O_MOSQUITTO, O_DIR, O_TIMEOUT, O_DAEMON };
-	static const struct option longopts[] = {
-		{"port", required_argument, NULL, O_PORT},
-		{"tls-port", required_argument, NULL, O_TLS_PORT},
-		{"mtls-port", required_argument, NULL, O_MTLS_PORT},
-		{"no-tls", no_argument, NULL, O_NO_TLS},
-		{"no-probe", no_argument, NULL, O_NO_PROBE},
-		{"plugin", required_argument, NULL, O_PLUGIN},
-		{"plugin-opt", required_argument, NULL, O_PLUGIN_OPT},
-		{"conf-line", required_argument, NULL, O_CONF_LINE},
-		{"allow-anonymous", no_argument, NULL, O_ANON},
-		{"mosquitto", required_argument, NULL, O_MOSQUITTO},
-		{"dir", required_argument, NULL, O_DIR},
-		{"timeout", required_argument, NULL, O_TIMEOUT},
-		{"daemon", no_argument, NULL, O_DAEMON},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	enum {
+		O_PORT = 256,
+		O_TLS_PORT,
+		O_MTLS_PORT,
+		O_NO_TLS,
+		O_NO_PROBE,
+		O_PLUGIN,
+		O_PLUGIN_OPT,
+		O_CONF_LINE,
+		O_ANON,
+		O_MOSQUITTO,
+		O_DIR,
+		O_TIMEOUT,
+		O_DAEMON
 	};
-	struct tb_options opt = {0};
+	static const struct option longopts[] = {
+		{ "port", required_argument, NULL, O_PORT },
+		{ "tls-port", required_argument, NULL, O_TLS_PORT },
+		{ "mtls-port", required_argument, NULL, O_MTLS_PORT },
+		{ "no-tls", no_argument, NULL, O_NO_TLS },
+		{ "no-probe", no_argument, NULL, O_NO_PROBE },
+		{ "plugin", required_argument, NULL, O_PLUGIN },
+		{ "plugin-opt", required_argument, NULL, O_PLUGIN_OPT },
+		{ "conf-line", required_argument, NULL, O_CONF_LINE },
+		{ "allow-anonymous", no_argument, NULL, O_ANON },
+		{ "mosquitto", required_argument, NULL, O_MOSQUITTO },
+		{ "dir", required_argument, NULL, O_DIR },
+		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "daemon", no_argument, NULL, O_DAEMON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct tb_options opt = { 0 };
 	const char **plugin_opts = NULL, **conf_lines = NULL;
 	size_t nplugin_opts = 0, nconf_lines = 0;
 	bool daemon_mode = false;
@@ -220,8 +233,8 @@ int main(int argc, char **argv)
 				break;
 			case O_TIMEOUT:
 				if (mqc_parse_double(optarg, 0.1, 3600, &opt.start_timeout_s) != 0) {
-					fprintf(stderr, PROG ": --timeout expects seconds (0.1-3600), got '%s'\n",
-					        optarg);
+					fprintf(
+					    stderr, PROG ": --timeout expects seconds (0.1-3600), got '%s'\n", optarg);
 					return 2;
 				}
 				break;
@@ -232,7 +245,8 @@ int main(int argc, char **argv)
 				usage(stdout);
 				return 0;
 			case ':':
-				fprintf(stderr, PROG ": option '%s' needs a value (see --help)\n", argv[optind - 1]);
+				fprintf(
+				    stderr, PROG ": option '%s' needs a value (see --help)\n", argv[optind - 1]);
 				return 2;
 			default:
 				fprintf(stderr, PROG ": unknown option '%s' (see --help)\n", argv[optind - 1]);
@@ -254,7 +268,7 @@ int main(int argc, char **argv)
 	sigaddset(&signals, SIGHUP);
 	sigprocmask(SIG_BLOCK, &signals, NULL);
 
-	int report[2] = {-1, -1};
+	int report[2] = { -1, -1 };
 	if (daemon_mode) {
 		/* Detach before starting: the broker must be the child of the process that stays. */
 		if (pipe2(report, O_CLOEXEC) != 0) {

@@ -18,8 +18,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#define TB_USERNAME       "mqp-test"     /* the test user: read and write everything */
-#define TB_OTHER_USERNAME "mqp-limited"  /* a second user: only limited/# (for ACL tests) */
+#define TB_USERNAME       "mqp-test"    /* the test user: read and write everything */
+#define TB_OTHER_USERNAME "mqp-limited" /* a second user: only limited/# (for ACL tests) */
 #define TB_PATH_MAX       4096
 
 /** Options; a zeroed struct (or NULL) means every default. */
@@ -33,7 +33,7 @@ struct tb_options {
 	bool no_probe;                  /* never load the probe */
 	const char *plugin;             /* plugin path; NULL: the probe of this build, if built */
 	const char *const *plugin_opts; /* "key=value" (plugin_opt_ prefix optional), NULL-ended */
-	const char *const *conf_lines;  /* extra mosquitto.conf lines, NULL-ended */
+	const char *const *conf_lines;  /* extra mosquitto.conf lines ("{dir}": the broker dir) */
 	bool allow_anonymous;           /* default false: clients must log in */
 	bool no_password_file;          /* omit password_file (plugin auth-neutrality tests) */
 	bool no_acl_file;               /* omit acl_file (same) */
@@ -43,21 +43,21 @@ struct tb_options {
 
 /** What a started broker offers; valid until tb_broker_stop(). Empty strings mean "none". */
 struct tb_info {
-	char mqtt_url[64];              /* mqtt://127.0.0.1:PORT */
-	char mqtts_url[64];             /* mqtts://127.0.0.1:PORT (server-authenticated TLS) */
-	char mtls_url[64];              /* mqtts://127.0.0.1:PORT (client certificate required) */
-	char metrics_url[96];           /* http://127.0.0.1:PORT/metrics when the probe serves it */
+	char mqtt_url[64];    /* mqtt://127.0.0.1:PORT */
+	char mqtts_url[64];   /* mqtts://127.0.0.1:PORT (server-authenticated TLS) */
+	char mtls_url[64];    /* mqtts://127.0.0.1:PORT (client certificate required) */
+	char metrics_url[96]; /* http://127.0.0.1:PORT/metrics when the probe serves it */
 	int port, tls_port, mtls_port, metrics_port;
-	char dir[TB_PATH_MAX - 64];     /* the temporary directory (removed by stop) */
+	char dir[TB_PATH_MAX - 64]; /* the temporary directory (removed by stop) */
 	char conf_file[TB_PATH_MAX];
 	char log_file[TB_PATH_MAX];
 	char ca_file[TB_PATH_MAX];
 	char client_cert[TB_PATH_MAX];
 	char client_key[TB_PATH_MAX];
-	char plugin[TB_PATH_MAX];       /* loaded plugin, or empty */
-	const char *username;           /* TB_USERNAME */
-	char password[40];              /* random per broker */
-	const char *other_username;     /* TB_OTHER_USERNAME */
+	char plugin[TB_PATH_MAX];   /* loaded plugin, or empty */
+	const char *username;       /* TB_USERNAME */
+	char password[40];          /* random per broker */
+	const char *other_username; /* TB_OTHER_USERNAME */
 	char other_password[40];
 	pid_t pid;
 };
@@ -71,8 +71,8 @@ struct tb_broker;
  *
  * Ownership: *out belongs to the caller until tb_broker_stop().
  */
-int tb_broker_start(const struct tb_options *options, struct tb_broker **out, char *err,
-                    size_t errlen);
+int tb_broker_start(
+    const struct tb_options *options, struct tb_broker **out, char *err, size_t errlen);
 
 /** The broker's URLs, files and credentials. */
 const struct tb_info *tb_broker_info(const struct tb_broker *broker);

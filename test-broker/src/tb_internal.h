@@ -13,9 +13,9 @@
 
 /** Everything that goes into mosquitto.conf. */
 struct tb_conf {
-	const char *user;               /* `user` line: the invoking user */
-	int port, tls_port, mtls_port;  /* tls ports 0: no TLS listener */
-	const char *dir;                /* log, password and ACL files live here */
+	const char *user;              /* `user` line: the invoking user */
+	int port, tls_port, mtls_port; /* tls ports 0: no TLS listener */
+	const char *dir;               /* log, password and ACL files live here */
 	const char *ca_file, *server_cert, *server_key;
 	const char *plugin;             /* NULL: no plugin line */
 	const char *const *plugin_opts; /* "key=value" */
@@ -56,8 +56,8 @@ int tb__run(char *const argv[], const char *log_path, int timeout_ms, char *err,
  * Start argv in the background with stdout and stderr appended to log_path; preload, when not
  * NULL, becomes LD_PRELOAD. Returns the pid or -1 with err set.
  */
-pid_t tb__spawn(char *const argv[], const char *log_path, const char *preload, char *err,
-                size_t errlen);
+pid_t tb__spawn(
+    char *const argv[], const char *log_path, const char *preload, char *err, size_t errlen);
 
 /** SIGTERM, wait up to grace_ms, then SIGKILL; reaps the child. Returns its wait status. */
 int tb__terminate(pid_t pid, int grace_ms);

@@ -1,1 +1,259 @@
-int main(void){return 0;}
+/*
+ * Integration tests: the responder answers v5 and legacy requests, and its delay, drop and
+ * duplicate options do what they say (counted both by us and by its own exit summary).
+ */
+#include <mqtt_protocol.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mqc_clock.h"
+#include "tb_internal.h"
+#include "tb_test_util.h"
+
+struct responder {
+	pid_t pid;
+	char log[64];
+};
+
+static bool log_contains(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	char line[1024];
+	bool found = false;
+	while (!found && fgets(line, sizeof line, f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* Start the responder with extra arguments (NULL-terminated) and wait for RESPONDER_READY. */
+static struct responder start_responder(const char *first, ...)
+{
+	const struct tb_info *info = tb_test_info();
+	struct responder r;
+	snprintf(r.log, sizeof r.log, "/tmp/responder-test-XXXXXX");
+	int fd = mkstemp(r.log);
+	assert_true(fd >= 0);
+	close(fd);
+	const char *args[40] = { RESPONDER_PATH, "--broker", info->mqtt_url, "--username",
+		info->username, "--password", info->password };
+	int argc = 7;
+	va_list ap;
+	va_start(ap, first);
+	for (const char *a = first; a && argc < 39; a = va_arg(ap, const char *))
+		args[argc++] = a;
+	va_end(ap);
+	char *argv[40] = { NULL };
+	for (int i = 0; i < argc; i++)
+		argv[i] = strdup(args[i]);
+	char err[256];
+	r.pid = tb__spawn(argv, r.log, NULL, err, sizeof err);
+	for (int i = 0; i < argc; i++)
+		free(argv[i]);
+	if (r.pid < 0)
+		fail_msg("spawn responder: %s", err);
+	uint64_t deadline = mqc_now_ns() + 5 * MQC_NS_PER_S;
+	while (!log_contains(r.log, "RESPONDER_READY")) {
+		int status;
+		if (waitpid(r.pid, &status, WNOHANG) == r.pid || mqc_now_ns() > deadline) {
+			char cmd[128];
+			snprintf(cmd, sizeof cmd, "cat %s >&2", r.log);
+			if (system(cmd) != 0)
+				fprintf(stderr, "(no responder log)\n");
+			fail_msg("responder did not become ready");
+		}
+		nanosleep(&(struct timespec) { .tv_nsec = 5000000 }, NULL);
+	}
+	return r;
+}
+
+/* SIGTERM, expect exit 0, return the value of "key=" from its summary line. */
+struct summary {
+	unsigned long requests, replies, dropped, duplicated;
+};
+
+static struct summary stop_responder(struct responder *r)
+{
+	kill(r->pid, SIGTERM);
+	int status;
+	assert_int_equal(waitpid(r->pid, &status, 0), r->pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	struct summary s = { 0 };
+	FILE *f = fopen(r->log, "r");
+	assert_non_null(f);
+	char line[1024];
+	bool found = false;
+	while (fgets(line, sizeof line, f)) {
+		if (sscanf(line, "responder: requests=%lu replies=%lu dropped=%lu duplicated=%lu",
+		        &s.requests, &s.replies, &s.dropped, &s.duplicated)
+		    == 4)
+			found = true;
+	}
+	fclose(f);
+	unlink(r->log);
+	assert_true(found);
+	return s;
+}
+
+static mosquitto_property *request_props(const char *response_topic, const void *corr, int len)
+{
+	mosquitto_property *p = NULL;
+	assert_int_equal(
+	    mosquitto_property_add_string(&p, MQTT_PROP_RESPONSE_TOPIC, response_topic), 0);
+	assert_int_equal(
+	    mosquitto_property_add_binary(&p, MQTT_PROP_CORRELATION_DATA, corr, (uint16_t)len), 0);
+	return p;
+}
+
+static void v5_request_gets_reply_with_its_correlation(void **state)
+{
+	(void)state;
+	struct responder r = start_responder("--filter", "v5dev/+/commands/+", NULL);
+	struct tb_client *c = tb_test_connect(tb_test_info()->mqtt_url, 5);
+	assert_int_equal(tb_client_subscribe(c, "inbox/test/#", 0, 0, NULL), 0);
+	const unsigned char corr[] = { 0x00, 0x01, 0xfe, 'n', 'o', 'n', 'c', 'e' };
+	mosquitto_property *props = request_props("inbox/test/1", corr, sizeof corr);
+	assert_int_equal(
+	    tb_client_publish(c, "v5dev/d1/commands/open", "{\"open\":1}", 10, 0, false, props), 0);
+	mosquitto_property_free_all(&props);
+	struct tb_message *m = tb_client_receive(c, 5000);
+	assert_non_null(m);
+	assert_string_equal(m->topic, "inbox/test/1");
+	assert_string_equal(m->payload, "{\"open\":1}");
+	void *got = NULL;
+	uint16_t got_len = 0;
+	assert_non_null(mosquitto_property_read_binary(
+	    m->props, MQTT_PROP_CORRELATION_DATA, &got, &got_len, false));
+	assert_int_equal(got_len, sizeof corr);
+	assert_memory_equal(got, corr, sizeof corr);
+	free(got);
+	tb_message_free(m);
+	tb_client_destroy(c);
+	struct summary s = stop_responder(&r);
+	assert_int_equal(s.requests, 1);
+	assert_int_equal(s.replies, 1);
+}
+
+static void legacy_request_gets_reply_on_templated_topic(void **state)
+{
+	(void)state;
+	struct responder def = start_responder(
+	    "--filter", "legacy/+/commands/+", "--protocol", "3.1.1", "--reply", "OK", NULL);
+	struct responder custom = start_responder(
+	    "--filter", "gate/+/cmd/+", "--reply-template", "gate-replies/{2}/{4}", NULL);
+	struct tb_client *c = tb_test_connect(tb_test_info()->mqtt_url, 4);
+	assert_int_equal(tb_client_subscribe(c, "legacy/d2/commands/reboot/reply", 0, 0, NULL), 0);
+	assert_int_equal(tb_client_subscribe(c, "gate-replies/#", 0, 0, NULL), 0);
+	assert_int_equal(
+	    tb_client_publish(c, "legacy/d2/commands/reboot", "now", 3, 0, false, NULL), 0);
+	struct tb_message *m = tb_client_receive(c, 5000);
+	assert_non_null(m);
+	assert_string_equal(m->topic, "legacy/d2/commands/reboot/reply");
+	assert_string_equal(m->payload, "OK");
+	tb_message_free(m);
+	assert_int_equal(tb_client_publish(c, "gate/g7/cmd/open", "go", 2, 0, false, NULL), 0);
+	m = tb_client_receive(c, 5000);
+	assert_non_null(m);
+	assert_string_equal(m->topic, "gate-replies/g7/open");
+	assert_string_equal(m->payload, "go");
+	tb_message_free(m);
+	tb_client_destroy(c);
+	assert_int_equal(stop_responder(&def).replies, 1);
+	assert_int_equal(stop_responder(&custom).replies, 1);
+}
+
+static void delay_holds_every_reply(void **state)
+{
+	(void)state;
+	const uint64_t delay = 150 * MQC_NS_PER_MS;
+	struct responder r = start_responder("--filter", "slow/#", "--delay", "150ms", NULL);
+	struct tb_client *c = tb_test_connect(tb_test_info()->mqtt_url, 5);
+	assert_int_equal(tb_client_subscribe(c, "inbox/slow/#", 0, 0, NULL), 0);
+	for (int i = 0; i < 5; i++) {
+		mosquitto_property *props = request_props("inbox/slow/x", &i, sizeof i);
+		uint64_t sent = mqc_now_ns();
+		assert_int_equal(tb_client_publish(c, "slow/cmd", "x", 1, 0, false, props), 0);
+		mosquitto_property_free_all(&props);
+		struct tb_message *m = tb_client_receive(c, 5000);
+		uint64_t rtt = mqc_now_ns() - sent;
+		assert_non_null(m);
+		tb_message_free(m);
+		if (rtt < delay || rtt > delay + 1000 * MQC_NS_PER_MS)
+			fail_msg("round trip %.1f ms for a 150 ms delay", (double)rtt / 1e6);
+	}
+	tb_client_destroy(c);
+	assert_int_equal(stop_responder(&r).replies, 5);
+}
+
+/* Send n requests with distinct correlation data; count the replies that come back. */
+static int send_and_count(const char *filter_prefix, int n, int quiet_ms)
+{
+	char inbox[64], topic[64];
+	snprintf(inbox, sizeof inbox, "inbox/%s/#", filter_prefix);
+	snprintf(topic, sizeof topic, "%s/cmd", filter_prefix);
+	struct tb_client *c = tb_test_connect(tb_test_info()->mqtt_url, 5);
+	assert_int_equal(tb_client_subscribe(c, inbox, 1, 0, NULL), 1);
+	snprintf(inbox, sizeof inbox, "inbox/%s/r", filter_prefix);
+	for (int i = 0; i < n; i++) {
+		mosquitto_property *props = request_props(inbox, &i, sizeof i);
+		assert_int_equal(tb_client_publish(c, topic, "x", 1, 1, false, props), 0);
+		mosquitto_property_free_all(&props);
+	}
+	int got = 0;
+	for (struct tb_message *m; (m = tb_client_receive(c, quiet_ms)); got++)
+		tb_message_free(m);
+	tb_client_destroy(c);
+	return got;
+}
+
+static void drop_leaves_requests_unanswered(void **state)
+{
+	(void)state;
+	struct responder all = start_responder("--filter", "dropall/#", "--drop", "1", NULL);
+	assert_int_equal(send_and_count("dropall", 20, 300), 0);
+	struct summary s = stop_responder(&all);
+	assert_int_equal(s.requests, 20);
+	assert_int_equal(s.dropped, 20);
+	assert_int_equal(s.replies, 0);
+
+	struct responder half = start_responder(
+	    "--filter", "drophalf/#", "--drop", "0.5", "--seed", "3", "--qos", "1", NULL);
+	int got = send_and_count("drophalf", 200, 500);
+	s = stop_responder(&half);
+	assert_int_equal(s.requests, 200);
+	assert_int_equal(s.replies, (unsigned long)got);
+	assert_int_equal(s.dropped + s.replies, 200);
+	assert_in_range(got, 60, 140); /* binomial(200, 0.5): 5 standard deviations */
+}
+
+static void duplicate_answers_twice(void **state)
+{
+	(void)state;
+	struct responder r
+	    = start_responder("--filter", "dup/#", "--duplicate", "1", "--qos", "1", NULL);
+	assert_int_equal(send_and_count("dup", 10, 300), 20);
+	struct summary s = stop_responder(&r);
+	assert_int_equal(s.duplicated, 10);
+	assert_int_equal(s.replies, 20);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(v5_request_gets_reply_with_its_correlation),
+		cmocka_unit_test(legacy_request_gets_reply_on_templated_topic),
+		cmocka_unit_test(delay_holds_every_reply),
+		cmocka_unit_test(drop_leaves_requests_unanswered),
+		cmocka_unit_test(duplicate_answers_twice),
+	};
+	struct tb_options options = { .no_tls = true };
+	return TB_TEST_RUN(tests, &options);
+}

@@ -1,0 +1,22 @@
+# Shared by the scripts and the test-broker wrappers: find (or build) a program of this tree.
+# find_built NAME: print the path of build/<preset>/.../NAME, building the release preset if
+# no build has it yet.
+mqp_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+find_built() {
+  local name=$1 dir
+  for dir in ${MQTTPOOL_BUILD_DIR:-} "$mqp_root"/build/release "$mqp_root"/build/dev \
+             "$mqp_root"/build/asan "$mqp_root"/build/tsan; do
+    [ -n "$dir" ] || continue
+    local found
+    found=$(find "$dir" -maxdepth 3 -type f -name "$name" -perm -u+x 2>/dev/null | head -n 1)
+    if [ -n "$found" ]; then
+      echo "$found"
+      return 0
+    fi
+  done
+  echo "building the release preset first (once)..." >&2
+  (cd "$mqp_root" && "$mqp_root"/scripts/setup >&2 && cmake --preset release >/dev/null &&
+    cmake --build --preset release -j "$(nproc)" >&2) || return 1
+  find "$mqp_root"/build/release -maxdepth 3 -type f -name "$name" -perm -u+x | head -n 1
+}

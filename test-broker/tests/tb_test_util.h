@@ -1,0 +1,32 @@
+/*
+ * tb_test_util.h - the integration-test fixture: one real broker per test executable.
+ *
+ * tb_test_run() starts the broker, runs the cmocka group, dumps the broker log when a test
+ * failed, and stops the broker. Tests reach the broker through tb_test_broker().
+ */
+#ifndef TB_TEST_UTIL_H
+#define TB_TEST_UTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "tb_broker.h"
+#include "tb_client.h"
+
+int tb_test_run(const char *name, const struct CMUnitTest *tests, size_t count,
+                const struct tb_options *options);
+
+struct tb_broker *tb_test_broker(void);
+const struct tb_info *tb_test_info(void);
+
+/** Connect as the test user to url (plain or TLS with the broker's CA); fails the test if not. */
+struct tb_client *tb_test_connect(const char *url, int protocol);
+
+#define TB_TEST_RUN(tests, options) \
+	tb_test_run(__FILE__, tests, sizeof(tests) / sizeof((tests)[0]), options)
+
+#endif
