@@ -13,11 +13,11 @@
 struct tb_client {
 	struct mosquitto *m;
 	int timeout_ms;
-	int connack;          /* -1 until CONNACK */
+	int connack; /* -1 until CONNACK */
 	bool connected;
-	int last_mid;         /* mid of the operation we wait for */
-	int acked_mid;        /* last acknowledged mid */
-	int ack_result;       /* its granted QoS / reason code */
+	int last_mid;   /* mid of the operation we wait for */
+	int acked_mid;  /* last acknowledged mid */
+	int ack_result; /* its granted QoS / reason code */
 	struct tb_message *head, **tail;
 };
 
@@ -28,8 +28,8 @@ static void lib_init(void)
 	mosquitto_lib_init();
 }
 
-static void on_connect(struct mosquitto *m, void *obj, int rc, int flags,
-                       const mosquitto_property *props)
+static void on_connect(
+    struct mosquitto *m, void *obj, int rc, int flags, const mosquitto_property *props)
 {
 	(void)m;
 	(void)flags;
@@ -48,7 +48,7 @@ static void on_disconnect(struct mosquitto *m, void *obj, int rc, const mosquitt
 }
 
 static void on_subscribe(struct mosquitto *m, void *obj, int mid, int count, const int *granted,
-                         const mosquitto_property *props)
+    const mosquitto_property *props)
 {
 	(void)m;
 	(void)props;
@@ -66,8 +66,8 @@ static void on_unsubscribe(struct mosquitto *m, void *obj, int mid, const mosqui
 	c->ack_result = 0;
 }
 
-static void on_publish(struct mosquitto *m, void *obj, int mid, int reason,
-                       const mosquitto_property *props)
+static void on_publish(
+    struct mosquitto *m, void *obj, int mid, int reason, const mosquitto_property *props)
 {
 	(void)m;
 	(void)props;
@@ -77,7 +77,7 @@ static void on_publish(struct mosquitto *m, void *obj, int mid, int reason,
 }
 
 static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_message *msg,
-                       const mosquitto_property *props)
+    const mosquitto_property *props)
 {
 	(void)m;
 	struct tb_client *c = obj;
@@ -139,7 +139,7 @@ static bool never(const struct tb_client *c)
 }
 
 int tb_client_connect(const struct tb_client_options *o, struct tb_client **out, int *reason,
-                      char *err, size_t errlen)
+    char *err, size_t errlen)
 {
 	struct mqc_url url;
 	*reason = -1;
@@ -179,7 +179,7 @@ int tb_client_connect(const struct tb_client_options *o, struct tb_client **out,
 		rc = mosquitto_connect(c->m, url.host, url.port, 30);
 	if (rc != MOSQ_ERR_SUCCESS) {
 		snprintf(err, errlen, "connect to %s failed: %s", o->url,
-		         rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
+		    rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
 		tb_client_destroy(c);
 		return -1;
 	}
@@ -191,8 +191,8 @@ int tb_client_connect(const struct tb_client_options *o, struct tb_client **out,
 	if (c->connack != 0) {
 		*reason = c->connack;
 		snprintf(err, errlen, "CONNECT refused: %s",
-		         protocol == MQTT_PROTOCOL_V5 ? mosquitto_reason_string(c->connack)
-		                                      : mosquitto_connack_string(c->connack));
+		    protocol == MQTT_PROTOCOL_V5 ? mosquitto_reason_string(c->connack)
+		                                 : mosquitto_connack_string(c->connack));
 		tb_client_destroy(c);
 		return -1;
 	}
@@ -201,11 +201,10 @@ int tb_client_connect(const struct tb_client_options *o, struct tb_client **out,
 	return 0;
 }
 
-int tb_client_subscribe(struct tb_client *c, const char *filter, int qos, int options,
-                        const mosquitto_property *props)
+int tb_client_subscribe(
+    struct tb_client *c, const char *filter, int qos, int options, const mosquitto_property *props)
 {
-	if (mosquitto_subscribe_v5(c->m, &c->last_mid, filter, qos, options, props) !=
-	    MOSQ_ERR_SUCCESS)
+	if (mosquitto_subscribe_v5(c->m, &c->last_mid, filter, qos, options, props) != MOSQ_ERR_SUCCESS)
 		return -1;
 	return run_until(c, got_ack, c->timeout_ms) ? c->ack_result : -1;
 }
@@ -217,11 +216,11 @@ int tb_client_unsubscribe(struct tb_client *c, const char *filter)
 	return run_until(c, got_ack, c->timeout_ms) ? 0 : -1;
 }
 
-int tb_client_publish(struct tb_client *c, const char *topic, const void *payload, int len,
-                      int qos, bool retain, const mosquitto_property *props)
+int tb_client_publish(struct tb_client *c, const char *topic, const void *payload, int len, int qos,
+    bool retain, const mosquitto_property *props)
 {
-	if (mosquitto_publish_v5(c->m, &c->last_mid, topic, len, payload, qos, retain, props) !=
-	    MOSQ_ERR_SUCCESS)
+	if (mosquitto_publish_v5(c->m, &c->last_mid, topic, len, payload, qos, retain, props)
+	    != MOSQ_ERR_SUCCESS)
 		return -1;
 	/* QoS 0 completes when written; run the loop so it goes out now. */
 	if (!run_until(c, got_ack, c->timeout_ms))

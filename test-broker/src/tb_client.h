@@ -15,13 +15,13 @@
 #include <stddef.h>
 
 struct tb_client_options {
-	const char *url;               /* mqtt:// or mqtts:// */
+	const char *url; /* mqtt:// or mqtts:// */
 	const char *username, *password;
-	const char *cafile;            /* required for mqtts:// */
-	const char *cert, *key;        /* client certificate */
-	const char *client_id;         /* NULL: generated */
-	int protocol;                  /* 5 (default when 0) or 4 for 3.1.1 */
-	int timeout_ms;                /* per operation; 0: 5000 */
+	const char *cafile;     /* required for mqtts:// */
+	const char *cert, *key; /* client certificate */
+	const char *client_id;  /* NULL: generated */
+	int protocol;           /* 5 (default when 0) or 4 for 3.1.1 */
+	int timeout_ms;         /* per operation; 0: 5000 */
 };
 
 struct tb_message {
@@ -30,7 +30,7 @@ struct tb_message {
 	int payloadlen;
 	int qos;
 	bool retain;
-	mosquitto_property *props;     /* v5 properties as received */
+	mosquitto_property *props; /* v5 properties as received */
 	struct tb_message *next;
 };
 
@@ -42,11 +42,11 @@ struct tb_client;
  * CONNACK came (TCP or TLS failure, timeout).
  */
 int tb_client_connect(const struct tb_client_options *options, struct tb_client **out, int *reason,
-                      char *err, size_t errlen);
+    char *err, size_t errlen);
 
 /** Subscribe and wait for SUBACK. Returns the granted QoS / reason code, or -1 on timeout. */
-int tb_client_subscribe(struct tb_client *c, const char *filter, int qos, int options,
-                        const mosquitto_property *props);
+int tb_client_subscribe(
+    struct tb_client *c, const char *filter, int qos, int options, const mosquitto_property *props);
 
 /** Unsubscribe and wait for UNSUBACK. Returns 0 or -1. */
 int tb_client_unsubscribe(struct tb_client *c, const char *filter);
@@ -55,8 +55,8 @@ int tb_client_unsubscribe(struct tb_client *c, const char *filter);
  * Publish; for QoS 1/2 wait for the acknowledgement. Returns 0, the v5 PUBACK/PUBCOMP reason code
  * when it is an error (>= 0x80), or -1 on failure or timeout. props are copied.
  */
-int tb_client_publish(struct tb_client *c, const char *topic, const void *payload, int len,
-                      int qos, bool retain, const mosquitto_property *props);
+int tb_client_publish(struct tb_client *c, const char *topic, const void *payload, int len, int qos,
+    bool retain, const mosquitto_property *props);
 
 /** Take the next received message, waiting up to timeout_ms. Returns NULL on timeout. */
 struct tb_message *tb_client_receive(struct tb_client *c, int timeout_ms);

@@ -18,7 +18,7 @@
 #include "tb_client.h"
 
 int tb_test_run(const char *name, const struct CMUnitTest *tests, size_t count,
-                const struct tb_options *options);
+    const struct tb_options *options);
 
 struct tb_broker *tb_test_broker(void);
 const struct tb_info *tb_test_info(void);
