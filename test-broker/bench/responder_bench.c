@@ -37,8 +37,9 @@ static double cpu_seconds(pid_t pid)
 	const char *p = strrchr(buf, ')');
 	unsigned long utime = 0, stime = 0;
 	/* fields after the command: state(3) ... utime(14) stime(15) */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime,
-	                 &stime) != 2)
+	if (!p
+	    || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime)
+	        != 2)
 		return -1;
 	return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
 }
@@ -48,8 +49,8 @@ static int publish_request(struct tb_client *c, unsigned seq)
 	mosquitto_property *p = NULL;
 	mosquitto_property_add_string(&p, MQTT_PROP_RESPONSE_TOPIC, "bench/inbox");
 	mosquitto_property_add_binary(&p, MQTT_PROP_CORRELATION_DATA, &seq, sizeof seq);
-	int rc = tb_client_publish(c, "devices/bench/commands/ping", "0123456789abcdef", 16, 0, false,
-	                           p);
+	int rc
+	    = tb_client_publish(c, "devices/bench/commands/ping", "0123456789abcdef", 16, 0, false, p);
 	mosquitto_property_free_all(&p);
 	return rc;
 }
@@ -62,7 +63,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: responder_bench [seconds] [window]\n");
 		return 2;
 	}
-	struct tb_options opt = {.no_tls = true, .no_probe = true};
+	struct tb_options opt = { .no_tls = true, .no_probe = true };
 	struct tb_broker *broker;
 	char err[512];
 	if (tb_broker_start(&opt, &broker, err, sizeof err) != 0) {
@@ -72,14 +73,14 @@ int main(int argc, char **argv)
 	const struct tb_info *info = tb_broker_info(broker);
 	char log[] = "/tmp/responder-bench-XXXXXX";
 	close(mkstemp(log));
-	char *args[] = {strdup(RESPONDER_PATH), strdup("--broker"), strdup(info->mqtt_url),
-	                strdup("--username"), strdup(info->username), strdup("--password"),
-	                strdup(info->password), NULL};
+	char *args[] = { strdup(RESPONDER_PATH), strdup("--broker"), strdup(info->mqtt_url),
+		strdup("--username"), strdup(info->username), strdup("--password"), strdup(info->password),
+		NULL };
 	pid_t responder = tb__spawn(args, log, NULL, err, sizeof err);
 	for (char **a = args; *a; a++)
 		free(*a);
-	struct tb_client_options co = {.url = info->mqtt_url, .username = info->username,
-	                               .password = info->password};
+	struct tb_client_options co
+	    = { .url = info->mqtt_url, .username = info->username, .password = info->password };
 	struct tb_client *c = NULL;
 	int reason;
 	int rc = 1;
@@ -120,10 +121,10 @@ int main(int argc, char **argv)
 	double broker_cpu = cpu_seconds(info->pid) - broker_cpu0;
 	double rate = (double)replies / ((double)elapsed / 1e9);
 	printf("responder_bench: window %d, %.1f s: %lu replies, %.0f requests/s\n", window,
-	       (double)elapsed / 1e9, replies, rate);
+	    (double)elapsed / 1e9, replies, rate);
 	printf("responder_bench: CPU per request: responder %.1f us, broker %.1f us "
 	       "(broker handles request and reply)\n",
-	       responder_cpu / (double)replies * 1e6, broker_cpu / (double)replies * 1e6);
+	    responder_cpu / (double)replies * 1e6, broker_cpu / (double)replies * 1e6);
 	rc = 0;
 out:
 	tb_client_destroy(c);

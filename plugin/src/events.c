@@ -1,0 +1,173 @@
+/*
+ * events.c - what the probe does on each broker event. Broker thread only.
+ *
+ * Every handler returns MOSQ_ERR_SUCCESS, except the opt-in auth and ACL observers, which return
+ * MOSQ_ERR_PLUGIN_DEFER: they never decide anything (see README: the observe_auth precondition).
+ */
+#include <mosquitto.h>
+#include <mosquitto_broker.h>
+#include <mosquitto_plugin.h>
+#include <mqtt_protocol.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uthash.h>
+
+#include "probe.h"
+
+struct probe_client {
+	const struct mosquitto *client;
+	UT_hash_handle hh;
+};
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+size_t probe_u64_to_dec(uint64_t v, char *buf)
+{
+	char tmp[21];
+	size_t n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (size_t i = 0; i < n; i++)
+		buf[i] = tmp[n - 1 - i];
+	buf[n] = '\0';
+	return n;
+}
+
+int probe_events__message(int event, void *event_data, void *userdata)
+{
+	(void)event;
+	struct mosquitto_evt_message *ed = event_data;
+	struct probe_state *s = userdata;
+	uint64_t received_ns = clock_ns(CLOCK_REALTIME);
+	int qos = ed->qos > 2 ? 2 : ed->qos;
+
+	probe_add(&s->metrics.received[qos][ed->retain ? 1 : 0], 1);
+	probe_add(&s->metrics.payload_bytes, ed->payloadlen);
+	probe_metrics__observe_size(&s->metrics, ed->payloadlen);
+	if (s->cfg.observe_auth)
+		probe_fanout__message(&s->fanout, &s->metrics, ed->payload, qos,
+		                      qos == 2 ? clock_ns(CLOCK_MONOTONIC) : 0);
+	if (s->cfg.stamp) {
+		/* Appended after the publisher's properties; never replaces or reorders them. */
+		char value[24];
+		probe_u64_to_dec(received_ns, value);
+		if (mosquitto_property_add_string_pair(&ed->properties, MQTT_PROP_USER_PROPERTY,
+		                                       PROBE_STAMP_KEY, value) != MOSQ_ERR_SUCCESS)
+			probe_add(&s->metrics.stamp_failures, 1);
+	}
+	return MOSQ_ERR_SUCCESS; /* anything else would drop the message or kick the publisher */
+}
+
+int probe_events__disconnect(int event, void *event_data, void *userdata)
+{
+	(void)event;
+	struct mosquitto_evt_disconnect *ed = event_data;
+	struct probe_state *s = userdata;
+	if (mosquitto_client_id(ed->client))
+		probe_add(&s->metrics.disconnects_identified, 1);
+	else
+		probe_add(&s->metrics.disconnects_anonymous, 1);
+	if (s->cfg.observe_auth) {
+		struct probe_client *c;
+		HASH_FIND_PTR(s->clients, &ed->client, c);
+		if (c) {
+			HASH_DEL(s->clients, c);
+			free(c);
+			probe_sub(&s->metrics.connected, 1);
+		}
+	}
+	return MOSQ_ERR_SUCCESS;
+}
+
+int probe_events__basic_auth(int event, void *event_data, void *userdata)
+{
+	(void)event;
+	struct mosquitto_evt_basic_auth *ed = event_data;
+	struct probe_state *s = userdata;
+	struct probe_client *c;
+	/* SIGHUP re-runs authentication for every connected client: count a client once. */
+	HASH_FIND_PTR(s->clients, &ed->client, c);
+	if (!c) {
+		c = calloc(1, sizeof *c);
+		if (c) {
+			c->client = ed->client;
+			HASH_ADD_PTR(s->clients, client, c);
+			probe_add(&s->metrics.connected, 1);
+		}
+		probe_add(&s->metrics.connects, 1);
+	}
+	return MOSQ_ERR_PLUGIN_DEFER;
+}
+
+int probe_events__acl_check(int event, void *event_data, void *userdata)
+{
+	(void)event;
+	struct mosquitto_evt_acl_check *ed = event_data;
+	struct probe_state *s = userdata;
+	if (ed->access == MOSQ_ACL_READ)
+		probe_fanout__read(&s->fanout, &s->metrics, ed->payload);
+	return MOSQ_ERR_PLUGIN_DEFER;
+}
+
+void probe_events__publish_sys(struct probe_state *s)
+{
+	struct probe_process proc;
+	probe_process__read(&proc);
+	struct probe_buf json = {0};
+	probe_metrics__render_json(&s->metrics, &proc, s->cfg.observe_auth, clock_ns(CLOCK_REALTIME),
+	                           &json);
+	void *payload = json.failed ? NULL : mosquitto_malloc(json.len);
+	mosquitto_property *props = NULL;
+	uint32_t expiry = s->cfg.sys_interval_s * 2 + 1;
+	if (!payload ||
+	    mosquitto_property_add_int32(&props, MQTT_PROP_MESSAGE_EXPIRY_INTERVAL, expiry) !=
+	        MOSQ_ERR_SUCCESS) {
+		mosquitto_free(payload);
+		mosquitto_property_free_all(&props);
+		probe_add(&s->metrics.sys_publish_failures, 1);
+		probe_buf__free(&json);
+		return;
+	}
+	memcpy(payload, json.data, json.len);
+	/* On success the broker owns payload and props; on failure we still do. */
+	if (mosquitto_broker_publish(NULL, PROBE_SYS_TOPIC, (int)json.len, payload, 0, true, props) !=
+	    MOSQ_ERR_SUCCESS) {
+		mosquitto_free(payload);
+		mosquitto_property_free_all(&props);
+		probe_add(&s->metrics.sys_publish_failures, 1);
+	}
+	probe_buf__free(&json);
+}
+
+int probe_events__tick(int event, void *event_data, void *userdata)
+{
+	(void)event;
+	(void)event_data; /* all zero on 2.0 */
+	struct probe_state *s = userdata;
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	if (s->cfg.observe_auth)
+		probe_fanout__tick(&s->fanout, &s->metrics, now, PROBE_QOS2_TTL_NS);
+	if (s->cfg.sys_interval_s && now >= s->next_sys_ns) {
+		probe_events__publish_sys(s);
+		s->next_sys_ns = now + (uint64_t)s->cfg.sys_interval_s * 1000000000ULL;
+	}
+	return MOSQ_ERR_SUCCESS;
+}
+
+void probe_events__clear(struct probe_state *s)
+{
+	struct probe_client *c, *tmp;
+	HASH_ITER(hh, s->clients, c, tmp)
+	{
+		HASH_DEL(s->clients, c);
+		free(c);
+	}
+}

@@ -1,0 +1,100 @@
+/*
+ * options.c - plugin_opt_* validation: an unknown key or a bad value stops the broker.
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "probe.h"
+
+static int parse_bool(const char *v, bool *out)
+{
+	if (strcmp(v, "true") == 0) {
+		*out = true;
+		return 0;
+	}
+	if (strcmp(v, "false") == 0) {
+		*out = false;
+		return 0;
+	}
+	return -1;
+}
+
+static int parse_uint(const char *v, unsigned long max, unsigned long *out)
+{
+	if (!*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 9)
+		return -1;
+	*out = strtoul(v, NULL, 10);
+	return *out <= max ? 0 : -1;
+}
+
+static int parse_listen(const char *v, struct probe_config *cfg)
+{
+	if (strcmp(v, "off") == 0) {
+		cfg->http_enabled = false;
+		return 0;
+	}
+	const char *colon = strrchr(v, ':');
+	if (!colon)
+		return -1;
+	const char *host = v;
+	size_t host_len = (size_t)(colon - v);
+	if (host_len >= 2 && v[0] == '[' && v[host_len - 1] == ']') {
+		host++;
+		host_len -= 2;
+	}
+	if (host_len == 0 || host_len >= sizeof cfg->http_host)
+		return -1;
+	char addr[sizeof cfg->http_host];
+	memcpy(addr, host, host_len);
+	addr[host_len] = '\0';
+	unsigned char bin[16];
+	if (inet_pton(AF_INET, addr, bin) != 1 && inet_pton(AF_INET6, addr, bin) != 1)
+		return -1;
+	unsigned long port;
+	if (parse_uint(colon + 1, 65535, &port) != 0 || port == 0)
+		return -1;
+	memcpy(cfg->http_host, addr, host_len + 1);
+	cfg->http_port = (int)port;
+	cfg->http_enabled = true;
+	return 0;
+}
+
+int probe_options__parse(const struct probe_opt *opts, int count, struct probe_config *cfg,
+                         char *err, size_t errlen)
+{
+	*cfg = (struct probe_config){.sys_interval_s = 10, .stamp = true};
+	parse_listen(PROBE_DEFAULT_HTTP, cfg);
+	for (int i = 0; i < count; i++) {
+		const char *k = opts[i].key, *v = opts[i].value ? opts[i].value : "";
+		const char *expect = NULL;
+		if (strcmp(k, "http_listen") == 0) {
+			if (parse_listen(v, cfg) != 0)
+				expect = "ADDRESS:PORT with a numeric IPv4 or [IPv6] address, or off";
+		} else if (strcmp(k, "sys_interval") == 0) {
+			unsigned long s;
+			if (parse_uint(v, 86400, &s) != 0)
+				expect = "whole seconds from 0 (off) to 86400";
+			else
+				cfg->sys_interval_s = (unsigned)s;
+		} else if (strcmp(k, "observe_auth") == 0) {
+			if (parse_bool(v, &cfg->observe_auth) != 0)
+				expect = "true or false";
+		} else if (strcmp(k, "stamp") == 0) {
+			if (parse_bool(v, &cfg->stamp) != 0)
+				expect = "true or false";
+		} else {
+			snprintf(err, errlen,
+			         "unknown option plugin_opt_%s (known: http_listen, sys_interval, "
+			         "observe_auth, stamp)",
+			         k);
+			return -1;
+		}
+		if (expect) {
+			snprintf(err, errlen, "plugin_opt_%s '%s': expected %s", k, v, expect);
+			return -1;
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,190 @@
+/*
+ * probe.h - mqtt_probe's private interfaces.
+ *
+ * Threads: the broker calls every event handler on its single thread, which is the only writer
+ * of the metrics. The HTTP thread only reads them (atomics) and /proc; it never calls a
+ * mosquitto_* function.
+ */
+#ifndef PROBE_H
+#define PROBE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROBE_VERSION       "0.1.0"
+#define PROBE_STAMP_KEY     "broker-rx-ns"
+#define PROBE_SYS_TOPIC     "$SYS/broker/probe/metrics"
+#define PROBE_DEFAULT_HTTP  "127.0.0.1:9883"
+
+/* --- options --------------------------------------------------------------------------- */
+
+struct probe_config {
+	bool http_enabled;
+	char http_host[64];  /* numeric IPv4 or IPv6 address */
+	int http_port;
+	unsigned sys_interval_s; /* 0: no $SYS publishing */
+	bool observe_auth;
+	bool stamp;
+};
+
+struct probe_opt {
+	const char *key, *value;
+};
+
+/**
+ * Parse plugin_opt_* values (keys without the prefix) over the defaults. Returns 0, or -1 with a
+ * message naming the option and what is wrong in err.
+ */
+int probe_options__parse(const struct probe_opt *opts, int count, struct probe_config *cfg,
+                         char *err, size_t errlen);
+
+/* --- metrics ---------------------------------------------------------------------------- */
+
+#define PROBE_SIZE_BUCKETS   10 /* payload bytes: 16 64 256 1Ki 4Ki 16Ki 64Ki 256Ki 1Mi +Inf */
+#define PROBE_FANOUT_BUCKETS 11 /* deliveries per message: 0 1 2 5 10 20 50 100 1000 10000 +Inf */
+
+typedef atomic_uint_fast64_t probe_counter;
+
+struct probe_metrics {
+	probe_counter received[3][2];        /* [qos][retain] */
+	probe_counter payload_bytes;
+	probe_counter size_buckets[PROBE_SIZE_BUCKETS];     /* per bucket, not cumulative */
+	probe_counter disconnects_identified;
+	probe_counter disconnects_anonymous;  /* sockets that never had a client id */
+	probe_counter stamp_failures;
+	probe_counter sys_publish_failures;
+	/* observe_auth only */
+	probe_counter connects;
+	probe_counter connected;
+	probe_counter deliveries;
+	probe_counter fanout_buckets[PROBE_FANOUT_BUCKETS];
+	probe_counter fanout_sum;
+};
+
+/* Single writer (the broker thread): a relaxed load and store, no locked instruction. */
+static inline void probe_add(probe_counter *c, uint64_t n)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+	                      memory_order_relaxed);
+}
+
+static inline void probe_sub(probe_counter *c, uint64_t n)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) - n,
+	                      memory_order_relaxed);
+}
+
+static inline uint64_t probe_get(const probe_counter *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+extern const uint64_t probe_size_bounds[PROBE_SIZE_BUCKETS - 1];
+extern const uint64_t probe_fanout_bounds[PROBE_FANOUT_BUCKETS - 1];
+
+void probe_metrics__observe_size(struct probe_metrics *m, uint64_t bytes);
+void probe_metrics__observe_fanout(struct probe_metrics *m, uint64_t deliveries);
+
+/** Process figures in the Prometheus client conventions. */
+struct probe_process {
+	bool valid;
+	double cpu_seconds;
+	uint64_t resident_bytes;
+	uint64_t open_fds;
+	uint64_t max_fds;
+	double start_time_seconds;
+};
+
+/** Read /proc/self. Safe from any thread. */
+void probe_process__read(struct probe_process *p);
+
+/** A growable text buffer (libc malloc; never handed to the broker). */
+struct probe_buf {
+	char *data;
+	size_t len, cap;
+	bool failed;
+};
+
+void probe_buf__printf(struct probe_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void probe_buf__free(struct probe_buf *b);
+
+/** Render Prometheus text format 0.0.4. */
+void probe_metrics__render_prometheus(const struct probe_metrics *m, const struct probe_process *p,
+                                      bool observe_auth, struct probe_buf *out);
+
+/** Render the same figures as one JSON object. */
+void probe_metrics__render_json(const struct probe_metrics *m, const struct probe_process *p,
+                                bool observe_auth, uint64_t wall_ns, struct probe_buf *out);
+
+/* --- fan-out tracking (observe_auth; broker thread only) ------------------------------- */
+
+#define PROBE_QOS2_SLOTS 64
+
+struct probe_fanout {
+	const void *current;       /* payload of the last QoS 0/1 message, or NULL */
+	uint64_t current_count;
+	bool current_open;
+	struct {
+		const void *payload;
+		uint64_t count;
+		uint64_t since_ns;
+	} qos2[PROBE_QOS2_SLOTS];  /* QoS 2 messages wait for PUBREL to fan out */
+};
+
+/** A message was accepted: close the previous QoS 0/1 fan-out and open this one. */
+void probe_fanout__message(struct probe_fanout *f, struct probe_metrics *m, const void *payload,
+                           int qos, uint64_t now_ns);
+
+/** A READ check (one delivery) for payload. */
+void probe_fanout__read(struct probe_fanout *f, struct probe_metrics *m, const void *payload);
+
+/** Close what is complete: the open QoS 0/1 message, QoS 2 messages whose fan-out happened or
+ *  that waited longer than ttl_ns. */
+void probe_fanout__tick(struct probe_fanout *f, struct probe_metrics *m, uint64_t now_ns,
+                        uint64_t ttl_ns);
+
+/* --- HTTP exporter ---------------------------------------------------------------------- */
+
+struct probe_http;
+
+/** Start serving GET /metrics on host:port. Returns NULL with err set (e.g. port in use). */
+struct probe_http *probe_http__start(const char *host, int port, const struct probe_metrics *m,
+                                     bool observe_auth, char *err, size_t errlen);
+void probe_http__stop(struct probe_http *h);
+
+/* --- broker events (events.c) ------------------------------------------------------------ */
+
+struct probe_client; /* connected-client set entry (observe_auth) */
+
+/** Everything the probe keeps; one per broker process, shared by every initialisation. */
+struct probe_state {
+	struct probe_config cfg;
+	struct probe_metrics metrics;
+	struct probe_fanout fanout;
+	struct probe_client *clients; /* uthash set of client pointers seen in BASIC_AUTH */
+	struct probe_http *http;
+	uint64_t next_sys_ns;
+	int refs;
+};
+
+#define PROBE_QOS2_TTL_NS (30ULL * 1000000000ULL)
+
+int probe_events__message(int event, void *event_data, void *userdata);
+int probe_events__disconnect(int event, void *event_data, void *userdata);
+int probe_events__tick(int event, void *event_data, void *userdata);
+int probe_events__basic_auth(int event, void *event_data, void *userdata);
+int probe_events__acl_check(int event, void *event_data, void *userdata);
+
+/** Publish the JSON figures on PROBE_SYS_TOPIC (retained, with a message expiry). */
+void probe_events__publish_sys(struct probe_state *s);
+
+/** Forget the connected-client set. */
+void probe_events__clear(struct probe_state *s);
+
+/** Decimal digits of v into buf (at least 21 bytes), NUL-terminated. Returns the length. */
+size_t probe_u64_to_dec(uint64_t v, char *buf);
+
+#endif
