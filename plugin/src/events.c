@@ -53,14 +53,15 @@ int probe_events__message(int event, void *event_data, void *userdata)
 	probe_add(&s->metrics.payload_bytes, ed->payloadlen);
 	probe_metrics__observe_size(&s->metrics, ed->payloadlen);
 	if (s->cfg.observe_auth)
-		probe_fanout__message(&s->fanout, &s->metrics, ed->payload, qos,
-		                      qos == 2 ? clock_ns(CLOCK_MONOTONIC) : 0);
+		probe_fanout__message(
+		    &s->fanout, &s->metrics, ed->payload, qos, qos == 2 ? clock_ns(CLOCK_MONOTONIC) : 0);
 	if (s->cfg.stamp) {
 		/* Appended after the publisher's properties; never replaces or reorders them. */
 		char value[24];
 		probe_u64_to_dec(received_ns, value);
-		if (mosquitto_property_add_string_pair(&ed->properties, MQTT_PROP_USER_PROPERTY,
-		                                       PROBE_STAMP_KEY, value) != MOSQ_ERR_SUCCESS)
+		if (mosquitto_property_add_string_pair(
+		        &ed->properties, MQTT_PROP_USER_PROPERTY, PROBE_STAMP_KEY, value)
+		    != MOSQ_ERR_SUCCESS)
 			probe_add(&s->metrics.stamp_failures, 1);
 	}
 	return MOSQ_ERR_SUCCESS; /* anything else would drop the message or kick the publisher */
@@ -121,15 +122,15 @@ void probe_events__publish_sys(struct probe_state *s)
 {
 	struct probe_process proc;
 	probe_process__read(&proc);
-	struct probe_buf json = {0};
-	probe_metrics__render_json(&s->metrics, &proc, s->cfg.observe_auth, clock_ns(CLOCK_REALTIME),
-	                           &json);
+	struct probe_buf json = { 0 };
+	probe_metrics__render_json(
+	    &s->metrics, &proc, s->cfg.observe_auth, clock_ns(CLOCK_REALTIME), &json);
 	void *payload = json.failed ? NULL : mosquitto_malloc(json.len);
 	mosquitto_property *props = NULL;
 	uint32_t expiry = s->cfg.sys_interval_s * 2 + 1;
-	if (!payload ||
-	    mosquitto_property_add_int32(&props, MQTT_PROP_MESSAGE_EXPIRY_INTERVAL, expiry) !=
-	        MOSQ_ERR_SUCCESS) {
+	if (!payload
+	    || mosquitto_property_add_int32(&props, MQTT_PROP_MESSAGE_EXPIRY_INTERVAL, expiry)
+	        != MOSQ_ERR_SUCCESS) {
 		mosquitto_free(payload);
 		mosquitto_property_free_all(&props);
 		probe_add(&s->metrics.sys_publish_failures, 1);
@@ -138,8 +139,8 @@ void probe_events__publish_sys(struct probe_state *s)
 	}
 	memcpy(payload, json.data, json.len);
 	/* On success the broker owns payload and props; on failure we still do. */
-	if (mosquitto_broker_publish(NULL, PROBE_SYS_TOPIC, (int)json.len, payload, 0, true, props) !=
-	    MOSQ_ERR_SUCCESS) {
+	if (mosquitto_broker_publish(NULL, PROBE_SYS_TOPIC, (int)json.len, payload, 0, true, props)
+	    != MOSQ_ERR_SUCCESS) {
 		mosquitto_free(payload);
 		mosquitto_property_free_all(&props);
 		probe_add(&s->metrics.sys_publish_failures, 1);
@@ -165,8 +166,7 @@ int probe_events__tick(int event, void *event_data, void *userdata)
 void probe_events__clear(struct probe_state *s)
 {
 	struct probe_client *c, *tmp;
-	HASH_ITER(hh, s->clients, c, tmp)
-	{
+	HASH_ITER (hh, s->clients, c, tmp) {
 		HASH_DEL(s->clients, c);
 		free(c);
 	}

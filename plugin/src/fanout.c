@@ -26,8 +26,8 @@ static void close_qos2(struct probe_fanout *f, struct probe_metrics *m, int i)
 	f->qos2[i].count = 0;
 }
 
-void probe_fanout__message(struct probe_fanout *f, struct probe_metrics *m, const void *payload,
-                           int qos, uint64_t now_ns)
+void probe_fanout__message(
+    struct probe_fanout *f, struct probe_metrics *m, const void *payload, int qos, uint64_t now_ns)
 {
 	close_current(f, m);
 	if (!payload)
@@ -71,8 +71,8 @@ void probe_fanout__read(struct probe_fanout *f, struct probe_metrics *m, const v
 	}
 }
 
-void probe_fanout__tick(struct probe_fanout *f, struct probe_metrics *m, uint64_t now_ns,
-                        uint64_t ttl_ns)
+void probe_fanout__tick(
+    struct probe_fanout *f, struct probe_metrics *m, uint64_t now_ns, uint64_t ttl_ns)
 {
 	close_current(f, m);
 	for (int i = 0; i < PROBE_QOS2_SLOTS; i++)

@@ -27,12 +27,11 @@ struct probe_http {
 	bool observe_auth;
 };
 
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *text,
-                             const char *allow)
+static enum MHD_Result reply(
+    struct MHD_Connection *c, unsigned status, const char *text, const char *allow)
 {
-	struct MHD_Response *r =
-		MHD_create_response_from_buffer(strlen(text), (void *)(uintptr_t)text,
-	                                    MHD_RESPMEM_PERSISTENT);
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+	    strlen(text), (void *)(uintptr_t)text, MHD_RESPMEM_PERSISTENT);
 	if (!r)
 		return MHD_NO;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
@@ -44,8 +43,8 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
-                              const char *method, const char *version, const char *upload_data,
-                              size_t *upload_size, void **state)
+    const char *method, const char *version, const char *upload_data, size_t *upload_size,
+    void **state)
 {
 	(void)version;
 	(void)upload_data;
@@ -54,8 +53,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		return reply(c, MHD_HTTP_NOT_FOUND, "not found: the probe serves /metrics\n", NULL);
 	bool head = strcmp(method, "HEAD") == 0;
 	if (strcmp(method, "GET") != 0 && !head)
-		return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed: use GET\n",
-		             "GET, HEAD");
+		return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed: use GET\n", "GET, HEAD");
 	if (*upload_size) { /* a GET with a body: ignore the body */
 		*upload_size = 0;
 		return MHD_YES;
@@ -64,20 +62,20 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 
 	struct probe_process proc;
 	probe_process__read(&proc);
-	struct probe_buf buf = {0};
+	struct probe_buf buf = { 0 };
 	probe_metrics__render_prometheus(h->metrics, &proc, h->observe_auth, &buf);
 	if (buf.failed) {
 		probe_buf__free(&buf);
 		return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n", NULL);
 	}
-	struct MHD_Response *r = MHD_create_response_from_buffer(buf.len, buf.data,
-	                                                         MHD_RESPMEM_MUST_FREE);
+	struct MHD_Response *r
+	    = MHD_create_response_from_buffer(buf.len, buf.data, MHD_RESPMEM_MUST_FREE);
 	if (!r) {
 		probe_buf__free(&buf);
 		return MHD_NO;
 	}
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-	                        "text/plain; version=0.0.4; charset=utf-8");
+	MHD_add_response_header(
+	    r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
 	enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
 	MHD_destroy_response(r);
 	return rc;
@@ -85,7 +83,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 
 static int listen_socket(const char *host, int port, char *err, size_t errlen)
 {
-	struct sockaddr_storage ss = {0};
+	struct sockaddr_storage ss = { 0 };
 	socklen_t len;
 	int family;
 	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
@@ -106,10 +104,10 @@ static int listen_socket(const char *host, int port, char *err, size_t errlen)
 	}
 	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	int one = 1;
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-	    bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 128) != 0) {
-		snprintf(err, errlen, "http_listen: cannot listen on %s:%d: %s", host, port,
-		         strerror(errno));
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0
+	    || bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 128) != 0) {
+		snprintf(
+		    err, errlen, "http_listen: cannot listen on %s:%d: %s", host, port, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -118,7 +116,7 @@ static int listen_socket(const char *host, int port, char *err, size_t errlen)
 }
 
 struct probe_http *probe_http__start(const char *host, int port, const struct probe_metrics *m,
-                                     bool observe_auth, char *err, size_t errlen)
+    bool observe_auth, char *err, size_t errlen)
 {
 	struct probe_http *h = calloc(1, sizeof *h);
 	if (!h) {
@@ -137,10 +135,9 @@ struct probe_http *probe_http__start(const char *host, int port, const struct pr
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	h->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL,
-	                             handle, h, MHD_OPTION_LISTEN_SOCKET, fd,
-	                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTION_LIMIT,
-	                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
-	                             MHD_OPTION_END);
+	    handle, h, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+	    (unsigned)CONNECTION_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+	    MHD_OPTION_END);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!h->daemon) {
 		snprintf(err, errlen, "http_listen: cannot start the HTTP server on %s:%d", host, port);

@@ -8,10 +8,10 @@
 
 #include "probe.h"
 
-const uint64_t probe_size_bounds[PROBE_SIZE_BUCKETS - 1] = {
-	16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576};
-const uint64_t probe_fanout_bounds[PROBE_FANOUT_BUCKETS - 1] = {0,  1,   2,    5,    10,
-                                                                20, 50, 100, 1000, 10000};
+const uint64_t probe_size_bounds[PROBE_SIZE_BUCKETS - 1]
+    = { 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576 };
+const uint64_t probe_fanout_bounds[PROBE_FANOUT_BUCKETS - 1]
+    = { 0, 1, 2, 5, 10, 20, 50, 100, 1000, 10000 };
 
 static size_t bucket_of(const uint64_t *bounds, size_t n, uint64_t value)
 {
@@ -28,9 +28,9 @@ void probe_metrics__observe_size(struct probe_metrics *m, uint64_t bytes)
 
 void probe_metrics__observe_fanout(struct probe_metrics *m, uint64_t deliveries)
 {
-	probe_add(&m->fanout_buckets[bucket_of(probe_fanout_bounds, PROBE_FANOUT_BUCKETS - 1,
-	                                       deliveries)],
-	          1);
+	probe_add(
+	    &m->fanout_buckets[bucket_of(probe_fanout_bounds, PROBE_FANOUT_BUCKETS - 1, deliveries)],
+	    1);
 	probe_add(&m->fanout_sum, deliveries);
 }
 
@@ -41,8 +41,8 @@ void probe_buf__printf(struct probe_buf *b, const char *fmt, ...)
 	for (;;) {
 		va_list ap;
 		va_start(ap, fmt);
-		int n = vsnprintf(b->data ? b->data + b->len : NULL, b->data ? b->cap - b->len : 0, fmt,
-		                  ap);
+		int n
+		    = vsnprintf(b->data ? b->data + b->len : NULL, b->data ? b->cap - b->len : 0, fmt, ap);
 		va_end(ap);
 		if (n < 0) {
 			b->failed = true;
@@ -68,7 +68,7 @@ void probe_buf__printf(struct probe_buf *b, const char *fmt, ...)
 void probe_buf__free(struct probe_buf *b)
 {
 	free(b->data);
-	*b = (struct probe_buf){0};
+	*b = (struct probe_buf) { 0 };
 }
 
 /* --- Prometheus ------------------------------------------------------------------------- */
@@ -85,8 +85,7 @@ static void counter(struct probe_buf *b, const char *name, const char *help, uin
 }
 
 static void histogram(struct probe_buf *b, const char *name, const char *help,
-                      const probe_counter *buckets, const uint64_t *bounds, size_t n,
-                      uint64_t sum)
+    const probe_counter *buckets, const uint64_t *bounds, size_t n, uint64_t sum)
 {
 	header(b, name, "histogram", help);
 	uint64_t cumulative = 0;
@@ -94,82 +93,83 @@ static void histogram(struct probe_buf *b, const char *name, const char *help,
 		cumulative += probe_get(&buckets[i]);
 		if (i + 1 < n)
 			probe_buf__printf(b, "%s_bucket{le=\"%llu\"} %llu\n", name,
-			                  (unsigned long long)bounds[i], (unsigned long long)cumulative);
+			    (unsigned long long)bounds[i], (unsigned long long)cumulative);
 		else
-			probe_buf__printf(b, "%s_bucket{le=\"+Inf\"} %llu\n", name,
-			                  (unsigned long long)cumulative);
+			probe_buf__printf(
+			    b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cumulative);
 	}
 	probe_buf__printf(b, "%s_sum %llu\n%s_count %llu\n", name, (unsigned long long)sum, name,
-	                  (unsigned long long)cumulative);
+	    (unsigned long long)cumulative);
 }
 
 void probe_metrics__render_prometheus(const struct probe_metrics *m, const struct probe_process *p,
-                                      bool observe_auth, struct probe_buf *b)
+    bool observe_auth, struct probe_buf *b)
 {
 	header(b, "mosquitto_probe_info", "gauge", "The mqtt_probe plugin: version and mode.");
 	probe_buf__printf(b, "mosquitto_probe_info{version=\"%s\",mode=\"%s\"} 1\n", PROBE_VERSION,
-	                  observe_auth ? "observe_auth" : "default");
+	    observe_auth ? "observe_auth" : "default");
 
 	header(b, "mosquitto_messages_received_total", "counter",
-	       "Inbound PUBLISH messages the broker accepted (after its ACL check), by QoS and "
-	       "retain flag.");
+	    "Inbound PUBLISH messages the broker accepted (after its ACL check), by QoS and "
+	    "retain flag.");
 	for (int qos = 0; qos < 3; qos++)
 		for (int retain = 0; retain < 2; retain++)
-			probe_buf__printf(b, "mosquitto_messages_received_total{qos=\"%d\",retain=\"%s\"} %llu\n",
-			                  qos, retain ? "true" : "false",
-			                  (unsigned long long)probe_get(&m->received[qos][retain]));
+			probe_buf__printf(b,
+			    "mosquitto_messages_received_total{qos=\"%d\",retain=\"%s\"} %llu\n", qos,
+			    retain ? "true" : "false",
+			    (unsigned long long)probe_get(&m->received[qos][retain]));
 
 	uint64_t bytes = probe_get(&m->payload_bytes);
 	counter(b, "mosquitto_received_payload_bytes_total",
-	        "Payload bytes of inbound PUBLISH messages the broker accepted.", bytes);
+	    "Payload bytes of inbound PUBLISH messages the broker accepted.", bytes);
 	histogram(b, "mosquitto_received_payload_size_bytes",
-	          "Payload size of inbound PUBLISH messages the broker accepted.", m->size_buckets,
-	          probe_size_bounds, PROBE_SIZE_BUCKETS, bytes);
+	    "Payload size of inbound PUBLISH messages the broker accepted.", m->size_buckets,
+	    probe_size_bounds, PROBE_SIZE_BUCKETS, bytes);
 
 	header(b, "mosquitto_disconnects_total", "counter",
-	       "Closed connections: identity=\"client\" had a client id, identity=\"none\" never did "
-	       "(no CONNECT, or authentication failed).");
+	    "Closed connections: identity=\"client\" had a client id, identity=\"none\" never did "
+	    "(no CONNECT, or authentication failed).");
 	probe_buf__printf(b, "mosquitto_disconnects_total{identity=\"client\"} %llu\n",
-	                  (unsigned long long)probe_get(&m->disconnects_identified));
+	    (unsigned long long)probe_get(&m->disconnects_identified));
 	probe_buf__printf(b, "mosquitto_disconnects_total{identity=\"none\"} %llu\n",
-	                  (unsigned long long)probe_get(&m->disconnects_anonymous));
+	    (unsigned long long)probe_get(&m->disconnects_anonymous));
 	counter(b, "mosquitto_probe_stamp_failures_total",
-	        "Inbound messages the probe could not stamp; they were delivered unstamped.",
-	        probe_get(&m->stamp_failures));
+	    "Inbound messages the probe could not stamp; they were delivered unstamped.",
+	    probe_get(&m->stamp_failures));
 	counter(b, "mosquitto_probe_sys_publish_failures_total",
-	        "Failed publications of " PROBE_SYS_TOPIC ".", probe_get(&m->sys_publish_failures));
+	    "Failed publications of " PROBE_SYS_TOPIC ".", probe_get(&m->sys_publish_failures));
 
 	if (observe_auth) {
 		counter(b, "mosquitto_connects_total",
-		        "CONNECT packets that reached authentication (observe_auth), including ones "
-		        "then refused.",
-		        probe_get(&m->connects));
+		    "CONNECT packets that reached authentication (observe_auth), including ones "
+		    "then refused.",
+		    probe_get(&m->connects));
 		header(b, "mosquitto_connected_clients", "gauge",
-		       "Connections that reached authentication and have not closed (observe_auth).");
-		probe_buf__printf(b, "mosquitto_connected_clients %llu\n",
-		                  (unsigned long long)probe_get(&m->connected));
+		    "Connections that reached authentication and have not closed (observe_auth).");
+		probe_buf__printf(
+		    b, "mosquitto_connected_clients %llu\n", (unsigned long long)probe_get(&m->connected));
 		counter(b, "mosquitto_deliveries_total",
-		        "Deliveries of accepted client messages to subscribers (observe_auth: READ "
-		        "checks).",
-		        probe_get(&m->deliveries));
+		    "Deliveries of accepted client messages to subscribers (observe_auth: READ "
+		    "checks).",
+		    probe_get(&m->deliveries));
 		histogram(b, "mosquitto_message_fanout",
-		          "Deliveries per accepted client message (observe_auth).", m->fanout_buckets,
-		          probe_fanout_bounds, PROBE_FANOUT_BUCKETS, probe_get(&m->fanout_sum));
+		    "Deliveries per accepted client message (observe_auth).", m->fanout_buckets,
+		    probe_fanout_bounds, PROBE_FANOUT_BUCKETS, probe_get(&m->fanout_sum));
 	}
 
 	if (p && p->valid) {
 		header(b, "process_cpu_seconds_total", "counter",
-		       "Total user and system CPU time spent in seconds.");
+		    "Total user and system CPU time spent in seconds.");
 		probe_buf__printf(b, "process_cpu_seconds_total %.2f\n", p->cpu_seconds);
 		header(b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
-		probe_buf__printf(b, "process_resident_memory_bytes %llu\n",
-		                  (unsigned long long)p->resident_bytes);
+		probe_buf__printf(
+		    b, "process_resident_memory_bytes %llu\n", (unsigned long long)p->resident_bytes);
 		header(b, "process_open_fds", "gauge", "Number of open file descriptors.");
 		probe_buf__printf(b, "process_open_fds %llu\n", (unsigned long long)p->open_fds);
 		header(b, "process_max_fds", "gauge", "Maximum number of open file descriptors.");
 		probe_buf__printf(b, "process_max_fds %llu\n", (unsigned long long)p->max_fds);
 		header(b, "process_start_time_seconds", "gauge",
-		       "Start time of the process since unix epoch in seconds.");
+		    "Start time of the process since unix epoch in seconds.");
 		probe_buf__printf(b, "process_start_time_seconds %.2f\n", p->start_time_seconds);
 	}
 }
@@ -177,7 +177,7 @@ void probe_metrics__render_prometheus(const struct probe_metrics *m, const struc
 /* --- JSON ------------------------------------------------------------------------------- */
 
 static void json_buckets(struct probe_buf *b, const char *name, const probe_counter *buckets,
-                         const uint64_t *bounds, size_t n)
+    const uint64_t *bounds, size_t n)
 {
 	probe_buf__printf(b, "\"%s\":[", name);
 	uint64_t cumulative = 0;
@@ -185,48 +185,44 @@ static void json_buckets(struct probe_buf *b, const char *name, const probe_coun
 		cumulative += probe_get(&buckets[i]);
 		if (i + 1 < n)
 			probe_buf__printf(b, "%s[%llu,%llu]", i ? "," : "", (unsigned long long)bounds[i],
-			                  (unsigned long long)cumulative);
+			    (unsigned long long)cumulative);
 		else
 			probe_buf__printf(b, ",[\"+Inf\",%llu]]", (unsigned long long)cumulative);
 	}
 }
 
 void probe_metrics__render_json(const struct probe_metrics *m, const struct probe_process *p,
-                                bool observe_auth, uint64_t wall_ns, struct probe_buf *b)
+    bool observe_auth, uint64_t wall_ns, struct probe_buf *b)
 {
 	probe_buf__printf(b, "{\"probe_version\":\"%s\",\"mode\":\"%s\",\"time_ns\":%llu",
-	                  PROBE_VERSION, observe_auth ? "observe_auth" : "default",
-	                  (unsigned long long)wall_ns);
+	    PROBE_VERSION, observe_auth ? "observe_auth" : "default", (unsigned long long)wall_ns);
 	probe_buf__printf(b, ",\"messages_received\":{");
 	for (int qos = 0; qos < 3; qos++)
 		for (int retain = 0; retain < 2; retain++)
 			probe_buf__printf(b, "%s\"qos%d%s\":%llu", qos || retain ? "," : "", qos,
-			                  retain ? "_retained" : "",
-			                  (unsigned long long)probe_get(&m->received[qos][retain]));
-	probe_buf__printf(b, "},\"payload_bytes\":%llu,",
-	                  (unsigned long long)probe_get(&m->payload_bytes));
-	json_buckets(b, "payload_size_buckets", m->size_buckets, probe_size_bounds,
-	             PROBE_SIZE_BUCKETS);
-	probe_buf__printf(b,
-	                  ",\"disconnects\":{\"client\":%llu,\"none\":%llu},\"stamp_failures\":%llu",
-	                  (unsigned long long)probe_get(&m->disconnects_identified),
-	                  (unsigned long long)probe_get(&m->disconnects_anonymous),
-	                  (unsigned long long)probe_get(&m->stamp_failures));
+			    retain ? "_retained" : "",
+			    (unsigned long long)probe_get(&m->received[qos][retain]));
+	probe_buf__printf(
+	    b, "},\"payload_bytes\":%llu,", (unsigned long long)probe_get(&m->payload_bytes));
+	json_buckets(b, "payload_size_buckets", m->size_buckets, probe_size_bounds, PROBE_SIZE_BUCKETS);
+	probe_buf__printf(b, ",\"disconnects\":{\"client\":%llu,\"none\":%llu},\"stamp_failures\":%llu",
+	    (unsigned long long)probe_get(&m->disconnects_identified),
+	    (unsigned long long)probe_get(&m->disconnects_anonymous),
+	    (unsigned long long)probe_get(&m->stamp_failures));
 	if (observe_auth) {
 		probe_buf__printf(b, ",\"connects\":%llu,\"connected\":%llu,\"deliveries\":%llu,",
-		                  (unsigned long long)probe_get(&m->connects),
-		                  (unsigned long long)probe_get(&m->connected),
-		                  (unsigned long long)probe_get(&m->deliveries));
-		json_buckets(b, "fanout_buckets", m->fanout_buckets, probe_fanout_bounds,
-		             PROBE_FANOUT_BUCKETS);
+		    (unsigned long long)probe_get(&m->connects),
+		    (unsigned long long)probe_get(&m->connected),
+		    (unsigned long long)probe_get(&m->deliveries));
+		json_buckets(
+		    b, "fanout_buckets", m->fanout_buckets, probe_fanout_bounds, PROBE_FANOUT_BUCKETS);
 		probe_buf__printf(b, ",\"fanout_sum\":%llu", (unsigned long long)probe_get(&m->fanout_sum));
 	}
 	if (p && p->valid)
 		probe_buf__printf(b,
-		                  ",\"process\":{\"cpu_seconds\":%.2f,\"resident_bytes\":%llu,"
-		                  "\"open_fds\":%llu,\"max_fds\":%llu,\"start_time_seconds\":%.2f}",
-		                  p->cpu_seconds, (unsigned long long)p->resident_bytes,
-		                  (unsigned long long)p->open_fds, (unsigned long long)p->max_fds,
-		                  p->start_time_seconds);
+		    ",\"process\":{\"cpu_seconds\":%.2f,\"resident_bytes\":%llu,"
+		    "\"open_fds\":%llu,\"max_fds\":%llu,\"start_time_seconds\":%.2f}",
+		    p->cpu_seconds, (unsigned long long)p->resident_bytes, (unsigned long long)p->open_fds,
+		    (unsigned long long)p->max_fds, p->start_time_seconds);
 	probe_buf__printf(b, "}");
 }

@@ -61,10 +61,10 @@ static int parse_listen(const char *v, struct probe_config *cfg)
 	return 0;
 }
 
-int probe_options__parse(const struct probe_opt *opts, int count, struct probe_config *cfg,
-                         char *err, size_t errlen)
+int probe_options__parse(
+    const struct probe_opt *opts, int count, struct probe_config *cfg, char *err, size_t errlen)
 {
-	*cfg = (struct probe_config){.sys_interval_s = 10, .stamp = true};
+	*cfg = (struct probe_config) { .sys_interval_s = 10, .stamp = true };
 	parse_listen(PROBE_DEFAULT_HTTP, cfg);
 	for (int i = 0; i < count; i++) {
 		const char *k = opts[i].key, *v = opts[i].value ? opts[i].value : "";
@@ -86,9 +86,9 @@ int probe_options__parse(const struct probe_opt *opts, int count, struct probe_c
 				expect = "true or false";
 		} else {
 			snprintf(err, errlen,
-			         "unknown option plugin_opt_%s (known: http_listen, sys_interval, "
-			         "observe_auth, stamp)",
-			         k);
+			    "unknown option plugin_opt_%s (known: http_listen, sys_interval, "
+			    "observe_auth, stamp)",
+			    k);
 			return -1;
 		}
 		if (expect) {

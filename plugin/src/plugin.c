@@ -34,16 +34,16 @@ static const struct {
 	MOSQ_FUNC_generic_callback cb;
 	bool observe_only;
 } events[] = {
-	{MOSQ_EVT_MESSAGE, probe_events__message, false},
-	{MOSQ_EVT_DISCONNECT, probe_events__disconnect, false},
-	{MOSQ_EVT_TICK, probe_events__tick, false},
-	{MOSQ_EVT_BASIC_AUTH, probe_events__basic_auth, true},
-	{MOSQ_EVT_ACL_CHECK, probe_events__acl_check, true},
+	{ MOSQ_EVT_MESSAGE, probe_events__message, false },
+	{ MOSQ_EVT_DISCONNECT, probe_events__disconnect, false },
+	{ MOSQ_EVT_TICK, probe_events__tick, false },
+	{ MOSQ_EVT_BASIC_AUTH, probe_events__basic_auth, true },
+	{ MOSQ_EVT_ACL_CHECK, probe_events__acl_check, true },
 };
 #define NEVENTS (sizeof events / sizeof events[0])
 
-PROBE_EXPORT int mosquitto_plugin_version(int supported_version_count,
-                                          const int *supported_versions)
+PROBE_EXPORT int mosquitto_plugin_version(
+    int supported_version_count, const int *supported_versions)
 {
 	for (int i = 0; i < supported_version_count; i++)
 		if (supported_versions[i] == 5)
@@ -60,44 +60,44 @@ static void unregister(const struct probe_instance *inst, size_t count)
 
 static bool same_config(const struct probe_config *a, const struct probe_config *b)
 {
-	return a->http_enabled == b->http_enabled && a->http_port == b->http_port &&
-	       strcmp(a->http_host, b->http_host) == 0 && a->sys_interval_s == b->sys_interval_s &&
-	       a->observe_auth == b->observe_auth && a->stamp == b->stamp;
+	return a->http_enabled == b->http_enabled && a->http_port == b->http_port
+	    && strcmp(a->http_host, b->http_host) == 0 && a->sys_interval_s == b->sys_interval_s
+	    && a->observe_auth == b->observe_auth && a->stamp == b->stamp;
 }
 
 PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **userdata,
-                                       struct mosquitto_opt *options, int option_count)
+    struct mosquitto_opt *options, int option_count)
 {
 	struct probe_opt opts[64];
 	char err[256];
 	if (option_count > (int)(sizeof opts / sizeof opts[0])) {
-		mosquitto_log_printf(MOSQ_LOG_ERR, "mqtt_probe: too many plugin_opt_* lines (%d)",
-		                     option_count);
+		mosquitto_log_printf(
+		    MOSQ_LOG_ERR, "mqtt_probe: Error: too many plugin_opt_* lines (%d)", option_count);
 		return MOSQ_ERR_INVAL;
 	}
 	for (int i = 0; i < option_count; i++)
-		opts[i] = (struct probe_opt){options[i].key, options[i].value};
+		opts[i] = (struct probe_opt) { options[i].key, options[i].value };
 	struct probe_config cfg;
 	if (probe_options__parse(opts, option_count, &cfg, err, sizeof err) != 0) {
-		mosquitto_log_printf(MOSQ_LOG_ERR, "mqtt_probe: %s", err);
+		mosquitto_log_printf(MOSQ_LOG_ERR, "mqtt_probe: Error: %s", err);
 		return MOSQ_ERR_INVAL;
 	}
 
 	if (state.refs == 0) {
 		state.cfg = cfg;
 		if (cfg.http_enabled) {
-			state.http = probe_http__start(cfg.http_host, cfg.http_port, &state.metrics,
-			                               cfg.observe_auth, err, sizeof err);
+			state.http = probe_http__start(
+			    cfg.http_host, cfg.http_port, &state.metrics, cfg.observe_auth, err, sizeof err);
 			if (!state.http) {
-				mosquitto_log_printf(MOSQ_LOG_ERR, "mqtt_probe: %s", err);
+				mosquitto_log_printf(MOSQ_LOG_ERR, "mqtt_probe: Error: %s", err);
 				return MOSQ_ERR_INVAL;
 			}
 		}
 		state.next_sys_ns = 0; /* publish at the first tick */
 	} else if (!same_config(&cfg, &state.cfg)) {
 		mosquitto_log_printf(MOSQ_LOG_WARNING,
-		                     "mqtt_probe: initialised again (per_listener_settings) with other "
-		                     "options; the first initialisation's options apply");
+		    "mqtt_probe: initialised again (per_listener_settings) with other "
+		    "options; the first initialisation's options apply");
 	}
 
 	struct probe_instance *inst = calloc(1, sizeof *inst);
@@ -108,11 +108,11 @@ PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void *
 	for (size_t i = 0; i < NEVENTS; i++) {
 		if (events[i].observe_only && !inst->observe_auth)
 			continue;
-		int rc = mosquitto_callback_register(identifier, events[i].event, events[i].cb, NULL,
-		                                     &state);
+		int rc
+		    = mosquitto_callback_register(identifier, events[i].event, events[i].cb, NULL, &state);
 		if (rc != MOSQ_ERR_SUCCESS) {
-			mosquitto_log_printf(MOSQ_LOG_ERR, "mqtt_probe: cannot register event %d: %s",
-			                     events[i].event, mosquitto_strerror(rc));
+			mosquitto_log_printf(MOSQ_LOG_ERR, "mqtt_probe: Error: cannot register event %d: %s",
+			    events[i].event, mosquitto_strerror(rc));
 			unregister(inst, i);
 			free(inst);
 			goto fail;
@@ -123,21 +123,19 @@ PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void *
 
 	char where[96] = "off";
 	if (state.cfg.http_enabled)
-		snprintf(where, sizeof where, "http://%s:%d/metrics", state.cfg.http_host,
-		         state.cfg.http_port);
+		snprintf(
+		    where, sizeof where, "http://%s:%d/metrics", state.cfg.http_host, state.cfg.http_port);
 	mosquitto_log_printf(MOSQ_LOG_NOTICE,
-	                     "mqtt_probe %s: stamp %s, metrics %s, " PROBE_SYS_TOPIC
-	                     " every %u s, observe_auth %s",
-	                     PROBE_VERSION, state.cfg.stamp ? PROBE_STAMP_KEY : "off", where,
-	                     state.cfg.sys_interval_s, state.cfg.observe_auth ? "ON" : "off");
+	    "mqtt_probe %s: stamp %s, metrics %s, " PROBE_SYS_TOPIC " every %u s, observe_auth %s",
+	    PROBE_VERSION, state.cfg.stamp ? PROBE_STAMP_KEY : "off", where, state.cfg.sys_interval_s,
+	    state.cfg.observe_auth ? "ON" : "off");
 	if (state.cfg.observe_auth)
-		mosquitto_log_printf(
-			MOSQ_LOG_WARNING,
-			"mqtt_probe: observe_auth is ON: the probe answers DEFER to every authentication and "
-			"ACL check to count connects and fan-out. This is neutral ONLY if another "
-			"authenticator (password_file or an auth plugin) AND another ACL decider (acl_file or "
-			"an ACL plugin) are configured in the same scope. Without them mosquitto refuses "
-			"every client that sends a username and denies every publish and subscribe.");
+		mosquitto_log_printf(MOSQ_LOG_WARNING,
+		    "mqtt_probe: observe_auth is ON: the probe answers DEFER to every authentication and "
+		    "ACL check to count connects and fan-out. This is neutral ONLY if another "
+		    "authenticator (password_file or an auth plugin) AND another ACL decider (acl_file or "
+		    "an ACL plugin) are configured in the same scope. Without them mosquitto refuses "
+		    "every client that sends a username and denies every publish and subscribe.");
 	return MOSQ_ERR_SUCCESS;
 
 fail:
@@ -148,8 +146,8 @@ fail:
 	return MOSQ_ERR_NOMEM;
 }
 
-PROBE_EXPORT int mosquitto_plugin_cleanup(void *userdata, struct mosquitto_opt *options,
-                                          int option_count)
+PROBE_EXPORT int mosquitto_plugin_cleanup(
+    void *userdata, struct mosquitto_opt *options, int option_count)
 {
 	(void)options;
 	(void)option_count;

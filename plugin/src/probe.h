@@ -13,16 +13,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROBE_VERSION       "0.1.0"
-#define PROBE_STAMP_KEY     "broker-rx-ns"
-#define PROBE_SYS_TOPIC     "$SYS/broker/probe/metrics"
-#define PROBE_DEFAULT_HTTP  "127.0.0.1:9883"
+#define PROBE_VERSION      "0.1.0"
+#define PROBE_STAMP_KEY    "broker-rx-ns"
+#define PROBE_SYS_TOPIC    "$SYS/broker/probe/metrics"
+#define PROBE_DEFAULT_HTTP "127.0.0.1:9883"
 
 /* --- options --------------------------------------------------------------------------- */
 
 struct probe_config {
 	bool http_enabled;
-	char http_host[64];  /* numeric IPv4 or IPv6 address */
+	char http_host[64]; /* numeric IPv4 or IPv6 address */
 	int http_port;
 	unsigned sys_interval_s; /* 0: no $SYS publishing */
 	bool observe_auth;
@@ -37,8 +37,8 @@ struct probe_opt {
  * Parse plugin_opt_* values (keys without the prefix) over the defaults. Returns 0, or -1 with a
  * message naming the option and what is wrong in err.
  */
-int probe_options__parse(const struct probe_opt *opts, int count, struct probe_config *cfg,
-                         char *err, size_t errlen);
+int probe_options__parse(
+    const struct probe_opt *opts, int count, struct probe_config *cfg, char *err, size_t errlen);
 
 /* --- metrics ---------------------------------------------------------------------------- */
 
@@ -48,11 +48,11 @@ int probe_options__parse(const struct probe_opt *opts, int count, struct probe_c
 typedef atomic_uint_fast64_t probe_counter;
 
 struct probe_metrics {
-	probe_counter received[3][2];        /* [qos][retain] */
+	probe_counter received[3][2]; /* [qos][retain] */
 	probe_counter payload_bytes;
-	probe_counter size_buckets[PROBE_SIZE_BUCKETS];     /* per bucket, not cumulative */
+	probe_counter size_buckets[PROBE_SIZE_BUCKETS]; /* per bucket, not cumulative */
 	probe_counter disconnects_identified;
-	probe_counter disconnects_anonymous;  /* sockets that never had a client id */
+	probe_counter disconnects_anonymous; /* sockets that never had a client id */
 	probe_counter stamp_failures;
 	probe_counter sys_publish_failures;
 	/* observe_auth only */
@@ -66,14 +66,14 @@ struct probe_metrics {
 /* Single writer (the broker thread): a relaxed load and store, no locked instruction. */
 static inline void probe_add(probe_counter *c, uint64_t n)
 {
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
-	                      memory_order_relaxed);
+	atomic_store_explicit(
+	    c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
 }
 
 static inline void probe_sub(probe_counter *c, uint64_t n)
 {
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) - n,
-	                      memory_order_relaxed);
+	atomic_store_explicit(
+	    c, atomic_load_explicit(c, memory_order_relaxed) - n, memory_order_relaxed);
 }
 
 static inline uint64_t probe_get(const probe_counter *c)
@@ -108,43 +108,43 @@ struct probe_buf {
 };
 
 void probe_buf__printf(struct probe_buf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 void probe_buf__free(struct probe_buf *b);
 
 /** Render Prometheus text format 0.0.4. */
 void probe_metrics__render_prometheus(const struct probe_metrics *m, const struct probe_process *p,
-                                      bool observe_auth, struct probe_buf *out);
+    bool observe_auth, struct probe_buf *out);
 
 /** Render the same figures as one JSON object. */
 void probe_metrics__render_json(const struct probe_metrics *m, const struct probe_process *p,
-                                bool observe_auth, uint64_t wall_ns, struct probe_buf *out);
+    bool observe_auth, uint64_t wall_ns, struct probe_buf *out);
 
 /* --- fan-out tracking (observe_auth; broker thread only) ------------------------------- */
 
 #define PROBE_QOS2_SLOTS 64
 
 struct probe_fanout {
-	const void *current;       /* payload of the last QoS 0/1 message, or NULL */
+	const void *current; /* payload of the last QoS 0/1 message, or NULL */
 	uint64_t current_count;
 	bool current_open;
 	struct {
 		const void *payload;
 		uint64_t count;
 		uint64_t since_ns;
-	} qos2[PROBE_QOS2_SLOTS];  /* QoS 2 messages wait for PUBREL to fan out */
+	} qos2[PROBE_QOS2_SLOTS]; /* QoS 2 messages wait for PUBREL to fan out */
 };
 
 /** A message was accepted: close the previous QoS 0/1 fan-out and open this one. */
-void probe_fanout__message(struct probe_fanout *f, struct probe_metrics *m, const void *payload,
-                           int qos, uint64_t now_ns);
+void probe_fanout__message(
+    struct probe_fanout *f, struct probe_metrics *m, const void *payload, int qos, uint64_t now_ns);
 
 /** A READ check (one delivery) for payload. */
 void probe_fanout__read(struct probe_fanout *f, struct probe_metrics *m, const void *payload);
 
 /** Close what is complete: the open QoS 0/1 message, QoS 2 messages whose fan-out happened or
  *  that waited longer than ttl_ns. */
-void probe_fanout__tick(struct probe_fanout *f, struct probe_metrics *m, uint64_t now_ns,
-                        uint64_t ttl_ns);
+void probe_fanout__tick(
+    struct probe_fanout *f, struct probe_metrics *m, uint64_t now_ns, uint64_t ttl_ns);
 
 /* --- HTTP exporter ---------------------------------------------------------------------- */
 
@@ -152,7 +152,7 @@ struct probe_http;
 
 /** Start serving GET /metrics on host:port. Returns NULL with err set (e.g. port in use). */
 struct probe_http *probe_http__start(const char *host, int port, const struct probe_metrics *m,
-                                     bool observe_auth, char *err, size_t errlen);
+    bool observe_auth, char *err, size_t errlen);
 void probe_http__stop(struct probe_http *h);
 
 /* --- broker events (events.c) ------------------------------------------------------------ */

@@ -26,7 +26,7 @@ static double boot_time_seconds(void)
 
 void probe_process__read(struct probe_process *p)
 {
-	*p = (struct probe_process){0};
+	*p = (struct probe_process) { 0 };
 	FILE *f = fopen("/proc/self/stat", "r");
 	if (!f)
 		return;
@@ -38,10 +38,12 @@ void probe_process__read(struct probe_process *p)
 	unsigned long utime, stime;
 	unsigned long long start;
 	long rss_pages;
-	if (!after || sscanf(after + 2,
-	                     "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d "
-	                     "%*d %*d %llu %*u %ld",
-	                     &utime, &stime, &start, &rss_pages) != 4)
+	if (!after
+	    || sscanf(after + 2,
+	           "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d "
+	           "%*d %*d %llu %*u %ld",
+	           &utime, &stime, &start, &rss_pages)
+	        != 4)
 		return;
 	double tick = (double)sysconf(_SC_CLK_TCK);
 	p->cpu_seconds = (double)(utime + stime) / tick;

@@ -25,6 +25,9 @@
 #ifndef TB_PROBE_PATH
 #define TB_PROBE_PATH ""
 #endif
+#ifndef TB_SANITIZER_PRELOAD
+#define TB_SANITIZER_PRELOAD ""
+#endif
 
 enum { MAX_PORT_RETRIES = 5, STOP_GRACE_MS = 5000 };
 
@@ -34,6 +37,7 @@ struct tb_broker {
 	char stderr_log[TB_PATH_MAX + 32];
 	char preload[TB_PATH_MAX];
 	uint64_t start_timeout_ns;
+	bool any_connack; /* without a password file the test user may be refused: still an answer */
 	bool exited;
 	int status;
 };
@@ -126,9 +130,11 @@ bool tb_broker_alive(struct tb_broker *b, int *status)
 
 static void describe_exit(const struct tb_broker *b, char *err, size_t errlen)
 {
-	char why[512] = "no log output";
-	if (tb__log_excerpt(b->stderr_log, why, sizeof why) != 0)
-		tb__log_excerpt(b->info.log_file, why, sizeof why);
+	/* An error line from the log, else one from stderr, else stderr's last words. */
+	char why[512] = "no log output", other[512];
+	if (tb__log_excerpt(b->info.log_file, why, sizeof why) != 1
+	    && tb__log_excerpt(b->stderr_log, other, sizeof other) >= 0)
+		memcpy(why, other, sizeof why);
 	if (WIFEXITED(b->status))
 		snprintf(err, errlen, "mosquitto exited with status %d during start-up: %s",
 		    WEXITSTATUS(b->status), why);
@@ -154,6 +160,8 @@ static int launch(struct tb_broker *b, char *err, size_t errlen)
 		}
 		int connack = try_connect(b, deadline);
 		if (connack == 0)
+			break;
+		if (connack > 0 && b->any_connack)
 			break;
 		if (connack > 0) {
 			snprintf(err, errlen, "mosquitto refused the test user's CONNECT: %s",
@@ -291,6 +299,7 @@ int tb_broker_start(
 	b->start_timeout_ns = (uint64_t)((o->start_timeout_s > 0 ? o->start_timeout_s : 10.0) * 1e9);
 	if (o->preload)
 		mqc_strlcpy(b->preload, o->preload, sizeof b->preload);
+	b->any_connack = o->no_password_file;
 
 	const char *binary = o->mosquitto ? o->mosquitto : getenv("TB_MOSQUITTO");
 	if (tb__find_program(binary ? binary : "mosquitto", "/usr/sbin:/usr/local/sbin", b->mosquitto,
@@ -319,6 +328,9 @@ int tb_broker_start(
 	}
 	if (plugin && !realpath(plugin, info->plugin))
 		mqc_strlcpy(info->plugin, plugin, sizeof info->plugin);
+	/* A sanitized build of the probe needs its runtime preloaded into the stock broker. */
+	if (plugin && !o->preload && TB_SANITIZER_PRELOAD[0] && strcmp(plugin, TB_PROBE_PATH) == 0)
+		mqc_strlcpy(b->preload, TB_SANITIZER_PRELOAD, sizeof b->preload);
 
 	const char *tmp = o->parent_dir ? o->parent_dir : getenv("TMPDIR");
 	snprintf(parent, sizeof parent, "%s", tmp && *tmp ? tmp : "/tmp");

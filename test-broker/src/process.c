@@ -30,15 +30,20 @@ static void sleep_ms(int ms)
 		;
 }
 
-/* Build an environment with LD_PRELOAD replaced; NULL preload means "inherit unchanged". */
+/*
+ * Build an environment with LD_PRELOAD set; NULL preload means "inherit unchanged". A broker
+ * with a sanitizer runtime preloaded (for a sanitized probe) must not report mosquitto's own
+ * exit-time leaks, so ASAN_OPTIONS becomes detect_leaks=0; memory errors still stop it.
+ */
 static char **make_env(const char *preload, char **storage)
 {
+	static char asan_options[] = "ASAN_OPTIONS=detect_leaks=0";
 	if (!preload)
 		return environ;
 	size_t n = 0;
 	while (environ[n])
 		n++;
-	char **env = calloc(n + 2, sizeof *env);
+	char **env = calloc(n + 3, sizeof *env);
 	size_t len = strlen(preload) + sizeof "LD_PRELOAD=";
 	*storage = malloc(len);
 	if (!env || !*storage) {
@@ -50,9 +55,11 @@ static char **make_env(const char *preload, char **storage)
 	snprintf(*storage, len, "LD_PRELOAD=%s", preload);
 	size_t j = 0;
 	for (size_t i = 0; i < n; i++)
-		if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0)
+		if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0
+		    && strncmp(environ[i], "ASAN_OPTIONS=", 13) != 0)
 			env[j++] = environ[i];
 	env[j++] = *storage;
+	env[j++] = asan_options;
 	env[j] = NULL;
 	return env;
 }
@@ -282,5 +289,5 @@ int tb__log_excerpt(const char *path, char *out, size_t len)
 	if (!pick[0])
 		return -1;
 	mqc_strlcpy(out, pick, len);
-	return 0;
+	return error[0] ? 1 : 0;
 }

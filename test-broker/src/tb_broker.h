@@ -35,7 +35,8 @@ struct tb_options {
 	const char *const *plugin_opts; /* "key=value" (plugin_opt_ prefix optional), NULL-ended */
 	const char *const *conf_lines;  /* extra mosquitto.conf lines ("{dir}": the broker dir) */
 	bool allow_anonymous;           /* default false: clients must log in */
-	bool no_password_file;          /* omit password_file (plugin auth-neutrality tests) */
+	bool no_password_file;          /* omit password_file (auth-neutrality tests); then any
+	                                   CONNACK, even a refusal, counts as "ready" */
 	bool no_acl_file;               /* omit acl_file (same) */
 	double start_timeout_s;         /* how long to wait for CONNACK; 0: 10 s */
 	const char *preload;            /* LD_PRELOAD for the broker (ASan builds of the plugin) */

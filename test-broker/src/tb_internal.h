@@ -75,8 +75,8 @@ int tb__free_port(void);
 bool tb__port_is_free(int port);
 
 /**
- * The first line of a log file that mentions an error, else its last non-empty line.
- * Returns 0, or -1 if the file is missing or empty.
+ * The first line of a log file that mentions an error (returns 1), else its last non-empty
+ * line (returns 0); -1 if the file is missing or empty.
  */
 int tb__log_excerpt(const char *path, char *out, size_t len);
 

@@ -1,0 +1,22 @@
+#ifndef BROKER_STUBS_H
+#define BROKER_STUBS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct stub_record {
+	bool fail_property_add;
+	int pairs, last_identifier;
+	char last_name[64], last_value[64];
+	uint32_t expiry;
+	int publishes;
+	bool publish_clientid_null, publish_retain;
+	int publish_qos;
+	char publish_topic[128];
+	char *publish_payload;
+};
+
+extern struct stub_record stub;
+
+#endif
