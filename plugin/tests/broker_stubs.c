@@ -25,8 +25,8 @@ const char *mosquitto_client_id(const struct mosquitto *client)
 	return client ? (const char *)client : NULL; /* tests pass the id string as the client */
 }
 
-int mosquitto_property_add_string_pair(mosquitto_property **proplist, int identifier,
-                                       const char *name, const char *value)
+int mosquitto_property_add_string_pair(
+    mosquitto_property **proplist, int identifier, const char *name, const char *value)
 {
 	(void)proplist;
 	if (stub.fail_property_add)
@@ -51,8 +51,8 @@ void mosquitto_property_free_all(mosquitto_property **proplist)
 	*proplist = NULL;
 }
 
-int mosquitto_broker_publish(const char *clientid, const char *topic, int payloadlen,
-                             void *payload, int qos, bool retain, mosquitto_property *properties)
+int mosquitto_broker_publish(const char *clientid, const char *topic, int payloadlen, void *payload,
+    int qos, bool retain, mosquitto_property *properties)
 {
 	(void)properties;
 	stub.publishes++;

@@ -110,7 +110,7 @@ static void retained_copy_keeps_its_stamp(void **state)
 	uint64_t before = mqc_wall_ns();
 	assert_int_equal(tb_client_publish(pub, "stamp/retained", "kept", 4, 1, true, NULL), 0);
 	uint64_t after = mqc_wall_ns();
-	nanosleep(&(struct timespec){.tv_nsec = 50000000}, NULL);
+	nanosleep(&(struct timespec) { .tv_nsec = 50000000 }, NULL);
 	struct tb_client *late = tb_test_connect(url, 5);
 	assert_int_equal(tb_client_subscribe(late, "stamp/retained", 1, 0, NULL), 1);
 	struct tb_message *m = tb_client_receive(late, 5000);
@@ -159,17 +159,17 @@ static void metrics_count_a_known_pattern(void **state)
 			tb_message_free(m);
 		}
 	assert_int_equal(metric("mosquitto_connected_clients"), connected0 + N + K + 1);
-	nanosleep(&(struct timespec){.tv_nsec = 300000000}, NULL); /* a tick closes the fan-out */
+	nanosleep(&(struct timespec) { .tv_nsec = 300000000 }, NULL); /* a tick closes the fan-out */
 
 	assert_int_equal(metric("mosquitto_connects_total"), connects0 + N + K + 1);
 	assert_int_equal(metric("mosquitto_deliveries_total"), deliveries0 + M * K);
 	assert_int_equal(metric("mosquitto_message_fanout_bucket{le=\"5\"}"), fan5_0 + M);
 	assert_int_equal(metric("mosquitto_message_fanout_bucket{le=\"2\"}"), fan2_0);
-	assert_int_equal(metric("mosquitto_messages_received_total{qos=\"1\",retain=\"false\"}"),
-	                 qos1_0 + M);
+	assert_int_equal(
+	    metric("mosquitto_messages_received_total{qos=\"1\",retain=\"false\"}"), qos1_0 + M);
 	assert_int_equal(metric("mosquitto_received_payload_bytes_total"), bytes0 + M * SIZE);
-	assert_int_equal(metric("mosquitto_received_payload_size_bytes_bucket{le=\"256\"}"),
-	                 s256_0 + M);
+	assert_int_equal(
+	    metric("mosquitto_received_payload_size_bytes_bucket{le=\"256\"}"), s256_0 + M);
 	assert_int_equal(metric("mosquitto_received_payload_size_bytes_bucket{le=\"64\"}"), s64_0);
 
 	for (int i = 0; i < N; i++)
@@ -177,9 +177,8 @@ static void metrics_count_a_known_pattern(void **state)
 	for (int i = 0; i < K; i++)
 		tb_client_destroy(subs[i]);
 	tb_client_destroy(pub);
-	nanosleep(&(struct timespec){.tv_nsec = 200000000}, NULL);
-	assert_int_equal(metric("mosquitto_disconnects_total{identity=\"client\"}"),
-	                 disc0 + N + K + 1);
+	nanosleep(&(struct timespec) { .tv_nsec = 200000000 }, NULL);
+	assert_int_equal(metric("mosquitto_disconnects_total{identity=\"client\"}"), disc0 + N + K + 1);
 	assert_int_equal(metric("mosquitto_connected_clients"), connected0);
 	assert_true(metric("process_resident_memory_bytes") > 1e6);
 	assert_true(metric("process_open_fds") > 3);
@@ -191,8 +190,8 @@ static void refused_logins_and_raw_sockets_count_as_no_identity(void **state)
 	(void)state;
 	const struct tb_info *i = tb_test_info();
 	double none0 = metric("mosquitto_disconnects_total{identity=\"none\"}");
-	struct tb_client_options o = {.url = i->mqtt_url, .username = i->username,
-	                              .password = "wrong"};
+	struct tb_client_options o
+	    = { .url = i->mqtt_url, .username = i->username, .password = "wrong" };
 	struct tb_client *c = NULL;
 	int reason;
 	char err[256];
@@ -200,7 +199,7 @@ static void refused_logins_and_raw_sockets_count_as_no_identity(void **state)
 	struct tb_http_response r; /* a raw socket that never sends CONNECT */
 	assert_int_equal(tb_http_raw(i->port, "x", 1, 2000, &r), 0);
 	tb_http_response_free(&r);
-	nanosleep(&(struct timespec){.tv_nsec = 200000000}, NULL);
+	nanosleep(&(struct timespec) { .tv_nsec = 200000000 }, NULL);
 	assert_int_equal(metric("mosquitto_disconnects_total{identity=\"none\"}"), none0 + 2);
 }
 
@@ -215,8 +214,8 @@ static void sys_topic_carries_the_same_figures(void **state)
 	assert_non_null(strstr(m->payload, "\"mode\":\"observe_auth\""));
 	assert_non_null(strstr(m->payload, "\"connects\":"));
 	uint32_t expiry = 0;
-	assert_non_null(mosquitto_property_read_int32(m->props, MQTT_PROP_MESSAGE_EXPIRY_INTERVAL,
-	                                              &expiry, false));
+	assert_non_null(
+	    mosquitto_property_read_int32(m->props, MQTT_PROP_MESSAGE_EXPIRY_INTERVAL, &expiry, false));
 	assert_true(expiry >= 2 && expiry <= 3);
 	tb_message_free(m);
 	tb_client_destroy(c);
@@ -259,8 +258,8 @@ static void *scrape(void *arg)
 {
 	struct scraper *s = arg;
 	struct tb_http_response r;
-	if (tb_http_get(s->port, "/metrics", &r) == 0 && r.status == 200 &&
-	    strstr(r.body, "process_cpu_seconds_total"))
+	if (tb_http_get(s->port, "/metrics", &r) == 0 && r.status == 200
+	    && strstr(r.body, "process_cpu_seconds_total"))
 		s->ok = 1;
 	tb_http_response_free(&r);
 	return NULL;
@@ -275,9 +274,9 @@ static void slow_clients_and_concurrent_scrapes_do_not_stall_the_broker(void **s
 	int slow[SLOW];
 	for (int k = 0; k < SLOW; k++) {
 		slow[k] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		struct sockaddr_in a = {.sin_family = AF_INET,
-		                        .sin_port = htons((uint16_t)i->metrics_port),
-		                        .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		struct sockaddr_in a = { .sin_family = AF_INET,
+			.sin_port = htons((uint16_t)i->metrics_port),
+			.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 		assert_int_equal(connect(slow[k], (struct sockaddr *)&a, sizeof a), 0);
 		assert_int_equal(send(slow[k], "GET /met", 8, MSG_NOSIGNAL), 8);
 	}
@@ -287,7 +286,7 @@ static void slow_clients_and_concurrent_scrapes_do_not_stall_the_broker(void **s
 	pthread_t threads[SCRAPERS];
 	struct scraper scrapers[SCRAPERS];
 	for (int k = 0; k < SCRAPERS; k++) {
-		scrapers[k] = (struct scraper){.port = i->metrics_port};
+		scrapers[k] = (struct scraper) { .port = i->metrics_port };
 		assert_int_equal(pthread_create(&threads[k], NULL, scrape, &scrapers[k]), 0);
 	}
 	/* The broker keeps its beat while the exporter is busy. */
@@ -322,13 +321,13 @@ static void sighup_keeps_counters_and_acls(void **state)
 	double received0 = metric("mosquitto_messages_received_total{qos=\"1\",retain=\"false\"}");
 	assert_true(received0 > 0);
 	assert_int_equal(tb_broker_signal(tb_test_broker(), SIGHUP), 0);
-	nanosleep(&(struct timespec){.tv_nsec = 300000000}, NULL);
+	nanosleep(&(struct timespec) { .tv_nsec = 300000000 }, NULL);
 	assert_true(tb_broker_alive(tb_test_broker(), NULL));
-	assert_true(metric("mosquitto_messages_received_total{qos=\"1\",retain=\"false\"}") >=
-	            received0);
+	assert_true(
+	    metric("mosquitto_messages_received_total{qos=\"1\",retain=\"false\"}") >= received0);
 	/* The limited user is still limited: the ACL file still applies. */
-	struct tb_client_options o = {.url = i->mqtt_url, .username = i->other_username,
-	                              .password = i->other_password};
+	struct tb_client_options o
+	    = { .url = i->mqtt_url, .username = i->other_username, .password = i->other_password };
 	struct tb_client *c;
 	int reason;
 	char err[256];
@@ -342,8 +341,8 @@ static void sighup_keeps_counters_and_acls(void **state)
 
 static void expect_no_start(const char *opt, const char *needle)
 {
-	const char *opts[] = {opt, NULL};
-	struct tb_options o = {.no_tls = true, .plugin_opts = opts, .start_timeout_s = 5};
+	const char *opts[] = { opt, NULL };
+	struct tb_options o = { .no_tls = true, .plugin_opts = opts, .start_timeout_s = 5 };
 	struct tb_broker *b = NULL;
 	char err[1024] = "";
 	if (tb_broker_start(&o, &b, err, sizeof err) == 0) {
@@ -366,8 +365,8 @@ static void bad_options_stop_the_broker_with_a_reason(void **state)
 
 int main(void)
 {
-	const char *opts[] = {"observe_auth=true", "sys_interval=1", NULL};
-	struct tb_options options = {.no_tls = true, .plugin_opts = opts};
+	const char *opts[] = { "observe_auth=true", "sys_interval=1", NULL };
+	struct tb_options options = { .no_tls = true, .plugin_opts = opts };
 	if (access(tb_default_probe_path(), R_OK) != 0) {
 		fprintf(stderr, "the probe is not built at %s\n", tb_default_probe_path());
 		return 1;

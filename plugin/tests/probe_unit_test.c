@@ -18,7 +18,7 @@
 
 static int parse(struct probe_config *cfg, char *err, const char *k, const char *v)
 {
-	struct probe_opt o = {k, v};
+	struct probe_opt o = { k, v };
 	return probe_options__parse(&o, k ? 1 : 0, cfg, err, 256);
 }
 
@@ -51,16 +51,16 @@ static void options_errors_name_the_option(void **state)
 	static const struct {
 		const char *k, *v, *needle;
 	} cases[] = {
-		{"http_listne", "x", "unknown option plugin_opt_http_listne"},
-		{"http_listen", "localhost:9100", "plugin_opt_http_listen 'localhost:9100'"},
-		{"http_listen", "127.0.0.1:0", "plugin_opt_http_listen"},
-		{"http_listen", "127.0.0.1:70000", "plugin_opt_http_listen"},
-		{"http_listen", "127.0.0.1", "plugin_opt_http_listen"},
-		{"sys_interval", "-1", "plugin_opt_sys_interval '-1'"},
-		{"sys_interval", "10s", "plugin_opt_sys_interval"},
-		{"sys_interval", "86401", "plugin_opt_sys_interval"},
-		{"observe_auth", "yes", "plugin_opt_observe_auth 'yes': expected true or false"},
-		{"stamp", "", "plugin_opt_stamp"},
+		{ "http_listne", "x", "unknown option plugin_opt_http_listne" },
+		{ "http_listen", "localhost:9100", "plugin_opt_http_listen 'localhost:9100'" },
+		{ "http_listen", "127.0.0.1:0", "plugin_opt_http_listen" },
+		{ "http_listen", "127.0.0.1:70000", "plugin_opt_http_listen" },
+		{ "http_listen", "127.0.0.1", "plugin_opt_http_listen" },
+		{ "sys_interval", "-1", "plugin_opt_sys_interval '-1'" },
+		{ "sys_interval", "10s", "plugin_opt_sys_interval" },
+		{ "sys_interval", "86401", "plugin_opt_sys_interval" },
+		{ "observe_auth", "yes", "plugin_opt_observe_auth 'yes': expected true or false" },
+		{ "stamp", "", "plugin_opt_stamp" },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		struct probe_config cfg;
@@ -82,15 +82,17 @@ static bool has_line(const char *text, const char *line)
 
 static struct probe_state fresh(bool observe)
 {
-	struct probe_state s = {.cfg = {.stamp = true, .observe_auth = observe, .sys_interval_s = 5}};
+	struct probe_state s
+	    = { .cfg = { .stamp = true, .observe_auth = observe, .sys_interval_s = 5 } };
 	memset(&stub, 0, sizeof stub);
 	return s;
 }
 
 static void message(struct probe_state *s, void *payload, uint32_t len, int qos, bool retain)
 {
-	struct mosquitto_evt_message ed = {.payload = payload, .payloadlen = len, .qos = (uint8_t)qos,
-	                                   .retain = retain, .topic = "t"};
+	struct mosquitto_evt_message ed = {
+		.payload = payload, .payloadlen = len, .qos = (uint8_t)qos, .retain = retain, .topic = "t"
+	};
 	assert_int_equal(probe_events__message(MOSQ_EVT_MESSAGE, &ed, s), MOSQ_ERR_SUCCESS);
 }
 
@@ -98,7 +100,7 @@ static void message_is_counted_and_stamped(void **state)
 {
 	(void)state;
 	struct probe_state s = fresh(false);
-	char payload[300] = {0};
+	char payload[300] = { 0 };
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	uint64_t before = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
@@ -111,7 +113,7 @@ static void message_is_counted_and_stamped(void **state)
 	uint64_t stamp = strtoull(stub.last_value, NULL, 10);
 	assert_true(stamp >= before && stamp < before + 5000000000ULL);
 
-	struct probe_buf b = {0};
+	struct probe_buf b = { 0 };
 	probe_metrics__render_prometheus(&s.metrics, NULL, false, &b);
 	assert_false(b.failed);
 	b.data[b.len] = '\0';
@@ -150,8 +152,8 @@ static void disconnects_split_by_identity(void **state)
 {
 	(void)state;
 	struct probe_state s = fresh(false);
-	struct mosquitto_evt_disconnect with = {.client = (struct mosquitto *)(uintptr_t) "client-1"};
-	struct mosquitto_evt_disconnect without = {.client = NULL};
+	struct mosquitto_evt_disconnect with = { .client = (struct mosquitto *)(uintptr_t) "client-1" };
+	struct mosquitto_evt_disconnect without = { .client = NULL };
 	probe_events__disconnect(MOSQ_EVT_DISCONNECT, &with, &s);
 	probe_events__disconnect(MOSQ_EVT_DISCONNECT, &without, &s);
 	probe_events__disconnect(MOSQ_EVT_DISCONNECT, &without, &s);
@@ -163,14 +165,14 @@ static void auth_observer_counts_each_client_once_and_defers(void **state)
 {
 	(void)state;
 	struct probe_state s = fresh(true);
-	struct mosquitto_evt_basic_auth a = {.client = (struct mosquitto *)(uintptr_t) "a"};
-	struct mosquitto_evt_basic_auth b = {.client = (struct mosquitto *)(uintptr_t) "b"};
+	struct mosquitto_evt_basic_auth a = { .client = (struct mosquitto *)(uintptr_t) "a" };
+	struct mosquitto_evt_basic_auth b = { .client = (struct mosquitto *)(uintptr_t) "b" };
 	assert_int_equal(probe_events__basic_auth(MOSQ_EVT_BASIC_AUTH, &a, &s), MOSQ_ERR_PLUGIN_DEFER);
 	assert_int_equal(probe_events__basic_auth(MOSQ_EVT_BASIC_AUTH, &b, &s), MOSQ_ERR_PLUGIN_DEFER);
 	probe_events__basic_auth(MOSQ_EVT_BASIC_AUTH, &a, &s); /* SIGHUP re-authentication */
 	assert_int_equal(probe_get(&s.metrics.connects), 2);
 	assert_int_equal(probe_get(&s.metrics.connected), 2);
-	struct mosquitto_evt_disconnect d = {.client = a.client};
+	struct mosquitto_evt_disconnect d = { .client = a.client };
 	probe_events__disconnect(MOSQ_EVT_DISCONNECT, &d, &s);
 	probe_events__disconnect(MOSQ_EVT_DISCONNECT, &d, &s); /* unknown now: no change */
 	assert_int_equal(probe_get(&s.metrics.connected), 1);
@@ -179,7 +181,7 @@ static void auth_observer_counts_each_client_once_and_defers(void **state)
 
 static void read(struct probe_state *s, const void *payload, int access)
 {
-	struct mosquitto_evt_acl_check ed = {.payload = payload, .access = access};
+	struct mosquitto_evt_acl_check ed = { .payload = payload, .access = access };
 	assert_int_equal(probe_events__acl_check(MOSQ_EVT_ACL_CHECK, &ed, s), MOSQ_ERR_PLUGIN_DEFER);
 }
 
@@ -191,18 +193,18 @@ static void fanout_counts_reads_per_message(void **state)
 	message(&s, m1, 4, 0, false);
 	for (int i = 0; i < 5; i++)
 		read(&s, m1, MOSQ_ACL_READ);
-	read(&s, m1, MOSQ_ACL_WRITE); /* not a delivery */
+	read(&s, m1, MOSQ_ACL_WRITE);      /* not a delivery */
 	read(&s, retained, MOSQ_ACL_READ); /* not ours */
-	message(&s, m2, 4, 1, false); /* closes m1 at 5 */
+	message(&s, m2, 4, 1, false);      /* closes m1 at 5 */
 	read(&s, m2, MOSQ_ACL_READ);
 	message(&s, m3, 4, 2, false); /* closes m2 at 1; m3 waits for PUBREL */
-	probe_events__tick(MOSQ_EVT_TICK, &(struct mosquitto_evt_tick){0}, &s);
+	probe_events__tick(MOSQ_EVT_TICK, &(struct mosquitto_evt_tick) { 0 }, &s);
 	assert_int_equal(probe_get(&s.metrics.fanout_buckets[1]), 1); /* m2: le=1 */
 	assert_int_equal(probe_get(&s.metrics.fanout_buckets[3]), 1); /* m1 (5): le=5 */
 	assert_int_equal(probe_get(&s.metrics.fanout_buckets[2]), 0); /* m3 still open */
-	read(&s, m3, MOSQ_ACL_READ); /* PUBREL fan-out */
+	read(&s, m3, MOSQ_ACL_READ);                                  /* PUBREL fan-out */
 	read(&s, m3, MOSQ_ACL_READ);
-	probe_events__tick(MOSQ_EVT_TICK, &(struct mosquitto_evt_tick){0}, &s);
+	probe_events__tick(MOSQ_EVT_TICK, &(struct mosquitto_evt_tick) { 0 }, &s);
 	assert_int_equal(probe_get(&s.metrics.deliveries), 8);
 	assert_int_equal(probe_get(&s.metrics.fanout_sum), 8);
 	assert_int_equal(probe_get(&s.metrics.fanout_buckets[2]), 1); /* m3: le=2 */
@@ -214,7 +216,7 @@ static void tick_publishes_retained_json_with_expiry(void **state)
 	(void)state;
 	struct probe_state s = fresh(false);
 	message(&s, "abc", 3, 1, false);
-	probe_events__tick(MOSQ_EVT_TICK, &(struct mosquitto_evt_tick){0}, &s);
+	probe_events__tick(MOSQ_EVT_TICK, &(struct mosquitto_evt_tick) { 0 }, &s);
 	assert_int_equal(stub.publishes, 1);
 	assert_true(stub.publish_clientid_null);
 	assert_string_equal(stub.publish_topic, "$SYS/broker/probe/metrics");
@@ -222,7 +224,7 @@ static void tick_publishes_retained_json_with_expiry(void **state)
 	assert_int_equal(stub.expiry, 11);
 	assert_non_null(strstr(stub.publish_payload, "\"qos1\":1"));
 	assert_non_null(strstr(stub.publish_payload, "\"payload_bytes\":3"));
-	probe_events__tick(MOSQ_EVT_TICK, &(struct mosquitto_evt_tick){0}, &s);
+	probe_events__tick(MOSQ_EVT_TICK, &(struct mosquitto_evt_tick) { 0 }, &s);
 	assert_int_equal(stub.publishes, 1); /* not again before sys_interval */
 	free(stub.publish_payload);
 	stub.publish_payload = NULL;

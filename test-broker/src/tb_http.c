@@ -9,21 +9,21 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-int tb_http_raw(int port, const char *request, size_t len, int timeout_ms,
-                struct tb_http_response *out)
+int tb_http_raw(
+    int port, const char *request, size_t len, int timeout_ms, struct tb_http_response *out)
 {
-	*out = (struct tb_http_response){.status = -1};
+	*out = (struct tb_http_response) { .status = -1 };
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
-	struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
+	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-	struct sockaddr_in addr = {.sin_family = AF_INET,
-	                           .sin_port = htons((uint16_t)port),
-	                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
-	    send(fd, request, len, MSG_NOSIGNAL) != (ssize_t)len) {
+	struct sockaddr_in addr = { .sin_family = AF_INET,
+		.sin_port = htons((uint16_t)port),
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0
+	    || send(fd, request, len, MSG_NOSIGNAL) != (ssize_t)len) {
 		close(fd);
 		return -1;
 	}
@@ -67,7 +67,7 @@ int tb_http_get(int port, const char *path, struct tb_http_response *out)
 {
 	char request[512];
 	int len = snprintf(request, sizeof request,
-	                   "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
+	    "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
 	return tb_http_raw(port, request, (size_t)len, 5000, out);
 }
 
@@ -75,7 +75,7 @@ void tb_http_response_free(struct tb_http_response *r)
 {
 	free(r->headers);
 	free(r->body);
-	*r = (struct tb_http_response){0};
+	*r = (struct tb_http_response) { 0 };
 }
 
 double tb_prom_value(const char *text, const char *name)

@@ -8,16 +8,16 @@
 #include <stddef.h>
 
 struct tb_http_response {
-	int status;       /* -1 when no status line came */
-	char *headers;    /* the raw header block */
-	char *body;       /* NUL-terminated */
+	int status;    /* -1 when no status line came */
+	char *headers; /* the raw header block */
+	char *body;    /* NUL-terminated */
 	size_t body_len;
 };
 
 /** Send request to 127.0.0.1:port, read until the server closes. Returns 0, or -1 on a
  *  connection failure or timeout. */
-int tb_http_raw(int port, const char *request, size_t len, int timeout_ms,
-                struct tb_http_response *out);
+int tb_http_raw(
+    int port, const char *request, size_t len, int timeout_ms, struct tb_http_response *out);
 
 /** GET path (HTTP/1.0, Connection: close). */
 int tb_http_get(int port, const char *path, struct tb_http_response *out);
