@@ -26,11 +26,11 @@ struct scenario {
 	bool password_file, acl_file, anonymous;
 };
 
-static struct tb_client *connect_as(const struct tb_info *i, const char *user, const char *pass,
-                                    int *code)
+static struct tb_client *connect_as(
+    const struct tb_info *i, const char *user, const char *pass, int *code)
 {
-	struct tb_client_options o = {.url = i->mqtt_url, .username = user, .password = pass,
-	                              .timeout_ms = 3000};
+	struct tb_client_options o
+	    = { .url = i->mqtt_url, .username = user, .password = pass, .timeout_ms = 3000 };
 	struct tb_client *c = NULL;
 	char err[256];
 	if (tb_client_connect(&o, &c, code, err, sizeof err) != 0)
@@ -63,14 +63,14 @@ static void actor_outcomes(struct tb_client *c, const char *name, char *out, siz
 	int pub = tb_client_publish(c, topic, "x", 1, 1, false, NULL);
 	int other = tb_client_publish(c, "limited/x", "y", 1, 1, false, NULL);
 	int got = received(c, topic) + received(c, "limited/x");
-	snprintf(out, len, " %s:sub=%d,sys=%d,pub=%d,pub_limited=%d,recv=%d", name, sub, sys, pub, other,
-	         got);
+	snprintf(out, len, " %s:sub=%d,sys=%d,pub=%d,pub_limited=%d,recv=%d", name, sub, sys, pub,
+	    other, got);
 }
 
 static void outcomes(const struct scenario *s, enum probe_mode mode, char *out, size_t len)
 {
-	const char *observe[] = {"observe_auth=true", "http_listen=off", NULL};
-	const char *plain[] = {"http_listen=off", NULL};
+	const char *observe[] = { "observe_auth=true", "http_listen=off", NULL };
+	const char *plain[] = { "http_listen=off", NULL };
 	struct tb_options o = {
 		.no_tls = true,
 		.no_probe = mode == NO_PROBE,
@@ -91,8 +91,8 @@ static void outcomes(const struct scenario *s, enum probe_mode mode, char *out, 
 	struct tb_client *ca = connect_as(i, NULL, NULL, &anon);
 	struct tb_client *cl = connect_as(i, i->other_username, i->other_password, &limited);
 	struct tb_client *cw = connect_as(i, i->username, "wrong", &wrong);
-	int n = snprintf(out, len, "connack user=%d anonymous=%d limited=%d wrong=%d |", user, anon,
-	                 limited, wrong);
+	int n = snprintf(
+	    out, len, "connack user=%d anonymous=%d limited=%d wrong=%d |", user, anon, limited, wrong);
 	actor_outcomes(cu, "user", out + n, len - (size_t)n);
 	n = (int)strlen(out);
 	actor_outcomes(ca, "anonymous", out + n, len - (size_t)n);
@@ -110,14 +110,14 @@ static void outcomes(const struct scenario *s, enum probe_mode mode, char *out, 
 static void describe(const struct scenario *s, char *out, size_t len)
 {
 	snprintf(out, len, "password_file=%d acl_file=%d allow_anonymous=%d", s->password_file,
-	         s->acl_file, s->anonymous);
+	    s->acl_file, s->anonymous);
 }
 
 static void default_mode_changes_no_decision(void **state)
 {
 	(void)state;
 	for (int bits = 0; bits < 8; bits++) {
-		struct scenario s = {bits & 1, bits & 2, bits & 4};
+		struct scenario s = { bits & 1, bits & 2, bits & 4 };
 		char name[96], without[1024], with[1024];
 		describe(&s, name, sizeof name);
 		outcomes(&s, NO_PROBE, without, sizeof without);
@@ -132,7 +132,7 @@ static void observe_auth_changes_no_decision_under_its_precondition(void **state
 {
 	(void)state;
 	for (int anonymous = 0; anonymous < 2; anonymous++) {
-		struct scenario s = {true, true, anonymous};
+		struct scenario s = { true, true, anonymous };
 		char name[96], without[1024], with[1024];
 		describe(&s, name, sizeof name);
 		outcomes(&s, NO_PROBE, without, sizeof without);
@@ -147,7 +147,7 @@ static void observe_auth_without_precondition_does_change_decisions(void **state
 {
 	(void)state;
 	/* No ACL decider: an always-DEFER ACL observer turns "allow" into "deny" (see README). */
-	struct scenario s = {true, false, false};
+	struct scenario s = { true, false, false };
 	char without[1024], with[1024];
 	outcomes(&s, NO_PROBE, without, sizeof without);
 	outcomes(&s, PROBE_OBSERVE, with, sizeof with);

@@ -297,6 +297,8 @@ int main(int argc, char **argv)
 			}
 			if (status != 0)
 				waitpid(child, NULL, 0);
+			free(plugin_opts);
+			free(conf_lines);
 			return status;
 		}
 		close(report[0]);
@@ -305,7 +307,10 @@ int main(int argc, char **argv)
 
 	char err[1024];
 	struct tb_broker *broker;
-	if (tb_broker_start(&opt, &broker, err, sizeof err) != 0) {
+	int started = tb_broker_start(&opt, &broker, err, sizeof err);
+	free(plugin_opts); /* the broker keeps what it needs */
+	free(conf_lines);
+	if (started != 0) {
 		if (daemon_mode) {
 			dprintf(report[1], "ERROR %s\n", err);
 			return 1;
@@ -313,9 +318,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %s\n", err);
 		return 1;
 	}
-	free(plugin_opts);
-	free(conf_lines);
-
 	if (daemon_mode) {
 		FILE *out = fdopen(report[1], "w");
 		print_info(out, tb_broker_info(broker), getpid());

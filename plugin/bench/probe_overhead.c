@@ -1,0 +1,328 @@
+/*
+ * probe_overhead - broker throughput with and without the probe, alternated in one run.
+ *
+ * For each round, starts a fresh broker without the probe, with it, and with it in observe_auth
+ * mode, and drives each to saturation: one publisher writes batches of QoS 0 PUBLISH packets
+ * (16-byte payloads) as fast as the broker reads them, one MQTT v5 subscriber (so the stamp is
+ * encoded on every delivery) counts what arrives. Both are raw-socket clients that cost far less
+ * per message than the broker, so the broker is the bottleneck. The broker is pinned to CPU 0 and
+ * the clients to CPU 1. Prints deliveries per second per run and the median ratios.
+ *
+ * Usage: probe_overhead [--rounds N (5)] [--seconds S (3)] [--size BYTES (16)]
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "mqc_clock.h"
+#include "tb_broker.h"
+
+enum { BATCH = 256, RXBUF = 1 << 18 };
+
+static size_t put_varint(unsigned char *p, size_t v)
+{
+	size_t n = 0;
+	do {
+		unsigned char b = v % 128;
+		v /= 128;
+		p[n++] = (unsigned char)(b | (v ? 0x80 : 0));
+	} while (v);
+	return n;
+}
+
+static size_t put_str(unsigned char *p, const char *s)
+{
+	size_t len = strlen(s);
+	p[0] = (unsigned char)(len >> 8);
+	p[1] = (unsigned char)len;
+	memcpy(p + 2, s, len);
+	return len + 2;
+}
+
+/* Wrap a variable header + payload in a fixed header. */
+static size_t packet(unsigned char *out, unsigned char type, const unsigned char *body, size_t len)
+{
+	out[0] = type;
+	size_t n = 1 + put_varint(out + 1, len);
+	memcpy(out + n, body, len);
+	return n + len;
+}
+
+static int dial(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	struct timeval tv = {.tv_sec = 5};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+	                        .sin_port = htons((uint16_t)port),
+	                        .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static bool send_all(int fd, const unsigned char *p, size_t len)
+{
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n <= 0)
+			return false;
+		p += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+/* CONNECT with credentials, wait for CONNACK 0. Returns the socket or -1. */
+static int mqtt_connect(const struct tb_info *i, const char *id, int level)
+{
+	int fd = dial(i->port);
+	if (fd < 0)
+		return -1;
+	unsigned char body[512], pkt[600];
+	size_t n = put_str(body, "MQTT");
+	body[n++] = (unsigned char)level;
+	body[n++] = 0xc2; /* username, password, clean start */
+	body[n++] = 0;
+	body[n++] = 60;
+	if (level == 5)
+		body[n++] = 0; /* no properties */
+	n += put_str(body + n, id);
+	n += put_str(body + n, i->username);
+	n += put_str(body + n, i->password);
+	unsigned char ack[16];
+	if (!send_all(fd, pkt, packet(pkt, 0x10, body, n)) || recv(fd, ack, sizeof ack, 0) < 4 ||
+	    ack[0] != 0x20 || ack[3] != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+struct run {
+	int pub, sub;
+	atomic_bool stop;
+	atomic_uint_fast64_t delivered, sent;
+	size_t size;
+};
+
+static void *publisher(void *arg)
+{
+	struct run *r = arg;
+	unsigned char body[2048], one[2100];
+	size_t n = put_str(body, "bench/flood");
+	memset(body + n, 'p', r->size);
+	size_t plen = packet(one, 0x30, body, n + r->size);
+	unsigned char *batch = malloc(plen * BATCH);
+	for (int k = 0; k < BATCH; k++)
+		memcpy(batch + (size_t)k * plen, one, plen);
+	while (!atomic_load(&r->stop)) {
+		if (!send_all(r->pub, batch, plen * BATCH))
+			break;
+		atomic_fetch_add(&r->sent, BATCH);
+	}
+	free(batch);
+	return NULL;
+}
+
+static void *subscriber(void *arg)
+{
+	struct run *r = arg;
+	unsigned char *buf = malloc(RXBUF);
+	size_t have = 0;
+	while (!atomic_load(&r->stop)) {
+		ssize_t got = recv(r->sub, buf + have, RXBUF - have, 0);
+		if (got <= 0)
+			break;
+		have += (size_t)got;
+		size_t at = 0;
+		uint64_t publishes = 0;
+		for (;;) { /* frame complete packets: type byte, varint length, body */
+			size_t len = 0, mul = 1, k = at + 1;
+			bool complete = false;
+			while (k < have) {
+				len += (buf[k] & 127u) * mul;
+				mul *= 128;
+				if (!(buf[k++] & 128)) {
+					complete = true;
+					break;
+				}
+			}
+			if (!complete || k + len > have)
+				break;
+			publishes += (buf[at] >> 4) == 3;
+			at = k + len;
+		}
+		atomic_fetch_add(&r->delivered, publishes);
+		memmove(buf, buf + at, have - at);
+		have -= at;
+	}
+	free(buf);
+	return NULL;
+}
+
+static void pin(pid_t pid, int cpu)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(pid, sizeof set, &set);
+}
+
+static double cpu_of(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	unsigned long ut = 0, st = 0;
+	const char *p = strrchr(buf, ')');
+	if (p)
+		sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Deliveries per second over `seconds` after a 1 s warm-up, or -1. */
+static double measure(int mode, double seconds, size_t size, double *send_rate, double cpu[2])
+{
+	const char *observe[] = {"observe_auth=true", NULL};
+	struct tb_options o = {.no_tls = true, .no_probe = mode == 0,
+	                       .plugin_opts = mode == 2 ? observe : NULL};
+	struct tb_broker *b;
+	char err[1024];
+	if (tb_broker_start(&o, &b, err, sizeof err) != 0) {
+		fprintf(stderr, "probe_overhead: %s\n", err);
+		return -1;
+	}
+	const struct tb_info *i = tb_broker_info(b);
+	pin(i->pid, 0);
+	struct run r = {.size = size};
+	r.sub = mqtt_connect(i, "bench-sub", 5);
+	r.pub = mqtt_connect(i, "bench-pub", 4);
+	unsigned char body[64], pkt[80];
+	size_t n = 0;
+	body[n++] = 0;
+	body[n++] = 1; /* packet id */
+	body[n++] = 0; /* v5: no properties */
+	n += put_str(body + n, "bench/#");
+	body[n++] = 0; /* QoS 0 */
+	unsigned char ack[16];
+	double rate = -1;
+	if (r.sub < 0 || r.pub < 0 || !send_all(r.sub, pkt, packet(pkt, 0x82, body, n)) ||
+	    recv(r.sub, ack, sizeof ack, 0) < 5 || ack[0] != 0x90) {
+		fprintf(stderr, "probe_overhead: connect/subscribe failed\n");
+		goto out;
+	}
+	pthread_t tp, ts;
+	pthread_create(&ts, NULL, subscriber, &r);
+	pthread_create(&tp, NULL, publisher, &r);
+	nanosleep(&(struct timespec){.tv_sec = 1}, NULL);
+	uint64_t d0 = atomic_load(&r.delivered), s0 = atomic_load(&r.sent), t0 = mqc_now_ns();
+	double broker0 = cpu_of(i->pid), self0 = cpu_of(getpid());
+	nanosleep(&(struct timespec){.tv_sec = (time_t)seconds,
+	                             .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9)},
+	          NULL);
+	uint64_t d1 = atomic_load(&r.delivered), s1 = atomic_load(&r.sent), t1 = mqc_now_ns();
+	double broker1 = cpu_of(i->pid), self1 = cpu_of(getpid());
+	atomic_store(&r.stop, true);
+	shutdown(r.pub, SHUT_RDWR);
+	shutdown(r.sub, SHUT_RDWR);
+	pthread_join(tp, NULL);
+	pthread_join(ts, NULL);
+	rate = (double)(d1 - d0) / ((double)(t1 - t0) / 1e9);
+	*send_rate = (double)(s1 - s0) / ((double)(t1 - t0) / 1e9);
+	cpu[0] = (broker1 - broker0) / ((double)(t1 - t0) / 1e9) * 100;
+	cpu[1] = (self1 - self0) / ((double)(t1 - t0) / 1e9) * 100;
+out:
+	if (r.pub >= 0)
+		close(r.pub);
+	if (r.sub >= 0)
+		close(r.sub);
+	tb_broker_stop(b);
+	return rate;
+}
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median_of(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(double), cmp);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int main(int argc, char **argv)
+{
+	int rounds = 5;
+	double seconds = 3;
+	size_t size = 16;
+	for (int k = 1; k < argc; k++) {
+		if (strcmp(argv[k], "--rounds") == 0 && k + 1 < argc)
+			rounds = atoi(argv[++k]);
+		else if (strcmp(argv[k], "--seconds") == 0 && k + 1 < argc)
+			seconds = atof(argv[++k]);
+		else if (strcmp(argv[k], "--size") == 0 && k + 1 < argc)
+			size = (size_t)atol(argv[++k]);
+		else {
+			fprintf(stderr, "usage: probe_overhead [--rounds N] [--seconds S] [--size BYTES]\n");
+			return 2;
+		}
+	}
+	if (rounds < 1 || rounds > 50 || seconds <= 0 || size < 1 || size > 1024) {
+		fprintf(stderr, "probe_overhead: rounds 1-50, seconds > 0, size 1-1024\n");
+		return 2;
+	}
+	if (sysconf(_SC_NPROCESSORS_ONLN) >= 2)
+		pin(0, 1);
+	static const char *names[] = {"no probe", "probe", "probe+observe_auth"};
+	printf("probe_overhead: QoS 0, %zu-byte payloads, 1 publisher -> 1 v5 subscriber, %.1f s per "
+	       "run, %d rounds, broker on CPU 0, clients on CPU 1\n",
+	       size, seconds, rounds);
+	double rates[3][50];
+	for (int round = 0; round < rounds; round++) {
+		printf("round %d:", round + 1);
+		for (int mode = 0; mode < 3; mode++) {
+			double sent = 0, cpu[2] = {0, 0};
+			rates[mode][round] = measure(mode, seconds, size, &sent, cpu);
+			if (rates[mode][round] < 0)
+				return 1;
+			printf("  %s %.0f/s (sent %.0f/s, CPU broker %.0f%% clients %.0f%%)", names[mode],
+			       rates[mode][round], sent, cpu[0], cpu[1]);
+			fflush(stdout);
+		}
+		printf("\n");
+	}
+	/* Slow periods of a shared machine hit all modes of a round alike: pair them. */
+	double ratio[2][50], median[3][1];
+	for (int round = 0; round < rounds; round++)
+		for (int mode = 1; mode < 3; mode++)
+			ratio[mode - 1][round] = rates[mode][round] / rates[0][round];
+	for (int mode = 0; mode < 3; mode++)
+		median[mode][0] = median_of(rates[mode], rounds);
+	printf("median deliveries/s: no probe %.0f, probe %.0f, probe+observe_auth %.0f\n",
+	       median[0][0], median[1][0], median[2][0]);
+	printf("median of per-round ratios to no probe: probe %.3f, probe+observe_auth %.3f\n",
+	       median_of(ratio[0], rounds), median_of(ratio[1], rounds));
+	return 0;
+}
