@@ -63,11 +63,11 @@ static int dial(int port)
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	struct timeval tv = {.tv_sec = 5};
+	struct timeval tv = { .tv_sec = 5 };
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-	struct sockaddr_in a = {.sin_family = AF_INET,
-	                        .sin_port = htons((uint16_t)port),
-	                        .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in a = { .sin_family = AF_INET,
+		.sin_port = htons((uint16_t)port),
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
 		close(fd);
 		return -1;
@@ -105,8 +105,8 @@ static int mqtt_connect(const struct tb_info *i, const char *id, int level)
 	n += put_str(body + n, i->username);
 	n += put_str(body + n, i->password);
 	unsigned char ack[16];
-	if (!send_all(fd, pkt, packet(pkt, 0x10, body, n)) || recv(fd, ack, sizeof ack, 0) < 4 ||
-	    ack[0] != 0x20 || ack[3] != 0) {
+	if (!send_all(fd, pkt, packet(pkt, 0x10, body, n)) || recv(fd, ack, sizeof ack, 0) < 4
+	    || ack[0] != 0x20 || ack[3] != 0) {
 		close(fd);
 		return -1;
 	}
@@ -203,9 +203,9 @@ static double cpu_of(pid_t pid)
 /* Deliveries per second over `seconds` after a 1 s warm-up, or -1. */
 static double measure(int mode, double seconds, size_t size, double *send_rate, double cpu[2])
 {
-	const char *observe[] = {"observe_auth=true", NULL};
-	struct tb_options o = {.no_tls = true, .no_probe = mode == 0,
-	                       .plugin_opts = mode == 2 ? observe : NULL};
+	const char *observe[] = { "observe_auth=true", NULL };
+	struct tb_options o
+	    = { .no_tls = true, .no_probe = mode == 0, .plugin_opts = mode == 2 ? observe : NULL };
 	struct tb_broker *b;
 	char err[1024];
 	if (tb_broker_start(&o, &b, err, sizeof err) != 0) {
@@ -214,7 +214,7 @@ static double measure(int mode, double seconds, size_t size, double *send_rate, 
 	}
 	const struct tb_info *i = tb_broker_info(b);
 	pin(i->pid, 0);
-	struct run r = {.size = size};
+	struct run r = { .size = size };
 	r.sub = mqtt_connect(i, "bench-sub", 5);
 	r.pub = mqtt_connect(i, "bench-pub", 4);
 	unsigned char body[64], pkt[80];
@@ -226,20 +226,20 @@ static double measure(int mode, double seconds, size_t size, double *send_rate, 
 	body[n++] = 0; /* QoS 0 */
 	unsigned char ack[16];
 	double rate = -1;
-	if (r.sub < 0 || r.pub < 0 || !send_all(r.sub, pkt, packet(pkt, 0x82, body, n)) ||
-	    recv(r.sub, ack, sizeof ack, 0) < 5 || ack[0] != 0x90) {
+	if (r.sub < 0 || r.pub < 0 || !send_all(r.sub, pkt, packet(pkt, 0x82, body, n))
+	    || recv(r.sub, ack, sizeof ack, 0) < 5 || ack[0] != 0x90) {
 		fprintf(stderr, "probe_overhead: connect/subscribe failed\n");
 		goto out;
 	}
 	pthread_t tp, ts;
 	pthread_create(&ts, NULL, subscriber, &r);
 	pthread_create(&tp, NULL, publisher, &r);
-	nanosleep(&(struct timespec){.tv_sec = 1}, NULL);
+	nanosleep(&(struct timespec) { .tv_sec = 1 }, NULL);
 	uint64_t d0 = atomic_load(&r.delivered), s0 = atomic_load(&r.sent), t0 = mqc_now_ns();
 	double broker0 = cpu_of(i->pid), self0 = cpu_of(getpid());
-	nanosleep(&(struct timespec){.tv_sec = (time_t)seconds,
-	                             .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9)},
-	          NULL);
+	nanosleep(&(struct timespec) { .tv_sec = (time_t)seconds,
+	              .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9) },
+	    NULL);
 	uint64_t d1 = atomic_load(&r.delivered), s1 = atomic_load(&r.sent), t1 = mqc_now_ns();
 	double broker1 = cpu_of(i->pid), self1 = cpu_of(getpid());
 	atomic_store(&r.stop, true);
@@ -295,20 +295,20 @@ int main(int argc, char **argv)
 	}
 	if (sysconf(_SC_NPROCESSORS_ONLN) >= 2)
 		pin(0, 1);
-	static const char *names[] = {"no probe", "probe", "probe+observe_auth"};
+	static const char *names[] = { "no probe", "probe", "probe+observe_auth" };
 	printf("probe_overhead: QoS 0, %zu-byte payloads, 1 publisher -> 1 v5 subscriber, %.1f s per "
 	       "run, %d rounds, broker on CPU 0, clients on CPU 1\n",
-	       size, seconds, rounds);
+	    size, seconds, rounds);
 	double rates[3][50];
 	for (int round = 0; round < rounds; round++) {
 		printf("round %d:", round + 1);
 		for (int mode = 0; mode < 3; mode++) {
-			double sent = 0, cpu[2] = {0, 0};
+			double sent = 0, cpu[2] = { 0, 0 };
 			rates[mode][round] = measure(mode, seconds, size, &sent, cpu);
 			if (rates[mode][round] < 0)
 				return 1;
 			printf("  %s %.0f/s (sent %.0f/s, CPU broker %.0f%% clients %.0f%%)", names[mode],
-			       rates[mode][round], sent, cpu[0], cpu[1]);
+			    rates[mode][round], sent, cpu[0], cpu[1]);
 			fflush(stdout);
 		}
 		printf("\n");
@@ -321,8 +321,8 @@ int main(int argc, char **argv)
 	for (int mode = 0; mode < 3; mode++)
 		median[mode][0] = median_of(rates[mode], rounds);
 	printf("median deliveries/s: no probe %.0f, probe %.0f, probe+observe_auth %.0f\n",
-	       median[0][0], median[1][0], median[2][0]);
+	    median[0][0], median[1][0], median[2][0]);
 	printf("median of per-round ratios to no probe: probe %.3f, probe+observe_auth %.3f\n",
-	       median_of(ratio[0], rounds), median_of(ratio[1], rounds));
+	    median_of(ratio[0], rounds), median_of(ratio[1], rounds));
 	return 0;
 }

@@ -111,8 +111,9 @@ PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void *
 		int rc
 		    = mosquitto_callback_register(identifier, events[i].event, events[i].cb, NULL, &state);
 		if (rc != MOSQ_ERR_SUCCESS) {
-			mosquitto_log_printf(MOSQ_LOG_ERR, "mqtt_probe: Error: cannot register event %d: %s",
-			    events[i].event, mosquitto_strerror(rc));
+			/* mosquitto_strerror is not exported by upstream broker builds: print the code. */
+			mosquitto_log_printf(MOSQ_LOG_ERR,
+			    "mqtt_probe: Error: cannot register event %d (error %d)", events[i].event, rc);
 			unregister(inst, i);
 			free(inst);
 			goto fail;
