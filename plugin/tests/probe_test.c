@@ -14,17 +14,17 @@
 #include <unistd.h>
 
 #include "mqc_clock.h"
-#include "tb_http.h"
+#include "mqc_http.h"
 #include "tb_internal.h"
 #include "tb_test_util.h"
 
 static double metric(const char *name)
 {
-	struct tb_http_response r;
-	assert_int_equal(tb_http_get(tb_test_info()->metrics_port, "/metrics", &r), 0);
+	struct mqc_http_response r;
+	assert_int_equal(mqc_http_get(tb_test_info()->metrics_port, "/metrics", &r), 0);
 	assert_int_equal(r.status, 200);
-	double v = tb_prom_value(r.body, name);
-	tb_http_response_free(&r);
+	double v = mqc_prom_value(r.body, name);
+	mqc_http_response_free(&r);
 	return v;
 }
 
@@ -196,9 +196,9 @@ static void refused_logins_and_raw_sockets_count_as_no_identity(void **state)
 	int reason;
 	char err[256];
 	assert_int_equal(tb_client_connect(&o, &c, &reason, err, sizeof err), -1);
-	struct tb_http_response r; /* a raw socket that never sends CONNECT */
-	assert_int_equal(tb_http_raw(i->port, "x", 1, 2000, &r), 0);
-	tb_http_response_free(&r);
+	struct mqc_http_response r; /* a raw socket that never sends CONNECT */
+	assert_int_equal(mqc_http_raw(i->port, "x", 1, 2000, &r), 0);
+	mqc_http_response_free(&r);
 	nanosleep(&(struct timespec) { .tv_nsec = 200000000 }, NULL);
 	assert_int_equal(metric("mosquitto_disconnects_total{identity=\"none\"}"), none0 + 2);
 }
@@ -225,28 +225,28 @@ static void http_answers_wrong_paths_and_methods(void **state)
 {
 	(void)state;
 	int port = tb_test_info()->metrics_port;
-	struct tb_http_response r;
-	assert_int_equal(tb_http_get(port, "/", &r), 0);
+	struct mqc_http_response r;
+	assert_int_equal(mqc_http_get(port, "/", &r), 0);
 	assert_int_equal(r.status, 404);
-	tb_http_response_free(&r);
-	assert_int_equal(tb_http_get(port, "/metrics/x", &r), 0);
+	mqc_http_response_free(&r);
+	assert_int_equal(mqc_http_get(port, "/metrics/x", &r), 0);
 	assert_int_equal(r.status, 404);
-	tb_http_response_free(&r);
+	mqc_http_response_free(&r);
 	static const char post[] = "POST /metrics HTTP/1.0\r\nContent-Length: 3\r\n\r\nabc";
-	assert_int_equal(tb_http_raw(port, post, sizeof post - 1, 5000, &r), 0);
+	assert_int_equal(mqc_http_raw(port, post, sizeof post - 1, 5000, &r), 0);
 	assert_int_equal(r.status, 405);
 	assert_non_null(strcasestr(r.headers, "Allow: GET, HEAD"));
-	tb_http_response_free(&r);
+	mqc_http_response_free(&r);
 	static const char head[] = "HEAD /metrics HTTP/1.0\r\n\r\n";
-	assert_int_equal(tb_http_raw(port, head, sizeof head - 1, 5000, &r), 0);
+	assert_int_equal(mqc_http_raw(port, head, sizeof head - 1, 5000, &r), 0);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strcasestr(r.headers, "text/plain; version=0.0.4"));
 	assert_int_equal(r.body_len, 0);
-	tb_http_response_free(&r);
+	mqc_http_response_free(&r);
 	static const char garbage[] = "\x16\x03\x01\x00\xff garbage \r\n\r\n\r\n";
-	tb_http_raw(port, garbage, sizeof garbage - 1, 5000, &r); /* any answer, or a close */
+	mqc_http_raw(port, garbage, sizeof garbage - 1, 5000, &r); /* any answer, or a close */
 	assert_true(r.status == -1 || r.status >= 400);
-	tb_http_response_free(&r);
+	mqc_http_response_free(&r);
 	assert_true(metric("mosquitto_probe_info{version=\"0.1.0\",mode=\"observe_auth\"}") == 1);
 }
 
@@ -257,11 +257,11 @@ struct scraper {
 static void *scrape(void *arg)
 {
 	struct scraper *s = arg;
-	struct tb_http_response r;
-	if (tb_http_get(s->port, "/metrics", &r) == 0 && r.status == 200
+	struct mqc_http_response r;
+	if (mqc_http_get(s->port, "/metrics", &r) == 0 && r.status == 200
 	    && strstr(r.body, "process_cpu_seconds_total"))
 		s->ok = 1;
-	tb_http_response_free(&r);
+	mqc_http_response_free(&r);
 	return NULL;
 }
 

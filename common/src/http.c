@@ -1,4 +1,4 @@
-#include "tb_http.h"
+#include "mqc_http.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -9,10 +9,10 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-int tb_http_raw(
-    int port, const char *request, size_t len, int timeout_ms, struct tb_http_response *out)
+int mqc_http_raw(
+    int port, const char *request, size_t len, int timeout_ms, struct mqc_http_response *out)
 {
-	*out = (struct tb_http_response) { .status = -1 };
+	*out = (struct mqc_http_response) { .status = -1 };
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
@@ -63,22 +63,22 @@ int tb_http_raw(
 	return 0;
 }
 
-int tb_http_get(int port, const char *path, struct tb_http_response *out)
+int mqc_http_get(int port, const char *path, struct mqc_http_response *out)
 {
 	char request[512];
 	int len = snprintf(request, sizeof request,
 	    "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
-	return tb_http_raw(port, request, (size_t)len, 5000, out);
+	return mqc_http_raw(port, request, (size_t)len, 5000, out);
 }
 
-void tb_http_response_free(struct tb_http_response *r)
+void mqc_http_response_free(struct mqc_http_response *r)
 {
 	free(r->headers);
 	free(r->body);
-	*r = (struct tb_http_response) { 0 };
+	*r = (struct mqc_http_response) { 0 };
 }
 
-double tb_prom_value(const char *text, const char *name)
+double mqc_prom_value(const char *text, const char *name)
 {
 	size_t n = strlen(name);
 	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
