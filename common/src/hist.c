@@ -10,7 +10,7 @@ static size_t bucket_count(unsigned s)
 
 int mqc_hist_init(struct mqc_hist *h, unsigned sub_bits)
 {
-	*h = (struct mqc_hist){0};
+	*h = (struct mqc_hist) { 0 };
 	if (sub_bits < 1 || sub_bits > 14)
 		return -1;
 	h->sub_bits = sub_bits;
@@ -25,7 +25,7 @@ int mqc_hist_init(struct mqc_hist *h, unsigned sub_bits)
 void mqc_hist_free(struct mqc_hist *h)
 {
 	free(h->counts);
-	*h = (struct mqc_hist){0};
+	*h = (struct mqc_hist) { 0 };
 }
 
 void mqc_hist_reset(struct mqc_hist *h)
@@ -116,11 +116,10 @@ double mqc_hist_mean(const struct mqc_hist *h)
 void mqc_hist_write_json(const struct mqc_hist *h, FILE *out)
 {
 	fprintf(out,
-	        "{\"sub_bits\":%u,\"count\":%llu,\"min\":%llu,\"max\":%llu,\"sum\":%.0f,"
-	        "\"overflow\":%llu,\"buckets\":[",
-	        h->sub_bits, (unsigned long long)h->count,
-	        (unsigned long long)(h->count ? h->min : 0), (unsigned long long)h->max, h->sum,
-	        (unsigned long long)h->overflow);
+	    "{\"sub_bits\":%u,\"count\":%llu,\"min\":%llu,\"max\":%llu,\"sum\":%.0f,"
+	    "\"overflow\":%llu,\"buckets\":[",
+	    h->sub_bits, (unsigned long long)h->count, (unsigned long long)(h->count ? h->min : 0),
+	    (unsigned long long)h->max, h->sum, (unsigned long long)h->overflow);
 	bool first = true;
 	for (size_t i = 0; i < h->nbuckets; i++) {
 		if (!h->counts[i])

@@ -21,12 +21,12 @@
 #define MQC_HIST_MAX_BITS 36
 
 struct mqc_hist {
-	unsigned sub_bits;   /* S */
+	unsigned sub_bits; /* S */
 	size_t nbuckets;
 	uint64_t *counts;
-	uint64_t count;      /* including overflow */
-	uint64_t overflow;   /* values >= 2^36 */
-	uint64_t min, max;   /* exact; min is UINT64_MAX when empty */
+	uint64_t count;    /* including overflow */
+	uint64_t overflow; /* values >= 2^36 */
+	uint64_t min, max; /* exact; min is UINT64_MAX when empty */
 	double sum;
 };
 

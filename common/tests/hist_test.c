@@ -19,7 +19,7 @@ static void buckets_contain_their_values_within_the_error_bound(void **state)
 			mqc_hist_bucket_range(s, idx, &lo, &hi);
 			if (lo > v || v > hi)
 				fail_msg("S=%u v=%llu outside [%llu, %llu]", s, (unsigned long long)v,
-				         (unsigned long long)lo, (unsigned long long)hi);
+				    (unsigned long long)lo, (unsigned long long)hi);
 			assert_true((double)(hi - lo) / (double)lo <= bound || lo == 0);
 		}
 		/* Continuous at 2^S, and the last bucket ends at 2^36 - 1. */
@@ -42,7 +42,7 @@ static void percentiles_of_uniform_values(void **state)
 	const uint64_t n = 100000;
 	for (uint64_t v = 1; v <= n; v++)
 		mqc_hist_record(&h, v * 1000); /* 1 us .. 100 ms */
-	static const double ps[] = {50, 90, 99, 99.9};
+	static const double ps[] = { 50, 90, 99, 99.9 };
 	for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
 		double exact = ps[i] / 100 * (double)n * 1000;
 		double got = (double)mqc_hist_percentile(&h, ps[i]);
@@ -65,8 +65,8 @@ static void small_counts_match_hdr_rules(void **state)
 	mqc_hist_record(&h, 10);
 	mqc_hist_record(&h, 20);
 	mqc_hist_record(&h, 1000000);
-	assert_int_equal(mqc_hist_percentile(&h, 1), 10);  /* rank max(1, round(0.03)) = 1 */
-	assert_int_equal(mqc_hist_percentile(&h, 50), 20); /* rank round(1.5) = 2 */
+	assert_int_equal(mqc_hist_percentile(&h, 1), 10);       /* rank max(1, round(0.03)) = 1 */
+	assert_int_equal(mqc_hist_percentile(&h, 50), 20);      /* rank round(1.5) = 2 */
 	assert_int_equal(mqc_hist_percentile(&h, 99), 1000000); /* clamped to the exact max */
 	mqc_hist_free(&h);
 }

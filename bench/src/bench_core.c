@@ -1,0 +1,107 @@
+#include "bench_core.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void bench_put_u32le(unsigned char *out, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		out[i] = (unsigned char)(v >> (8 * i));
+}
+
+uint32_t bench_get_u32le(const unsigned char *in)
+{
+	return (uint32_t)in[0] | (uint32_t)in[1] << 8 | (uint32_t)in[2] << 16 | (uint32_t)in[3] << 24;
+}
+
+void bench_header_encode(const struct bench_header *h, unsigned char *out)
+{
+	out[0] = (unsigned char)h->run_id;
+	out[1] = (unsigned char)(h->run_id >> 8);
+	out[2] = (unsigned char)h->pub_id;
+	out[3] = (unsigned char)(h->pub_id >> 8);
+	bench_put_u32le(out + 4, h->seq);
+	bench_put_u32le(out + 8, (uint32_t)h->intended_ns);
+	bench_put_u32le(out + 12, (uint32_t)(h->intended_ns >> 32));
+}
+
+bool bench_header_decode(const unsigned char *in, size_t len, struct bench_header *h)
+{
+	if (len < BENCH_HEADER_SIZE)
+		return false;
+	h->run_id = (uint16_t)(in[0] | in[1] << 8);
+	h->pub_id = (uint16_t)(in[2] | in[3] << 8);
+	h->seq = bench_get_u32le(in + 4);
+	h->intended_ns = (uint64_t)bench_get_u32le(in + 8) | (uint64_t)bench_get_u32le(in + 12) << 32;
+	return true;
+}
+
+void bench_schedule_init(struct bench_schedule *s, uint64_t t0_ns, double total_rate,
+                         uint64_t duration_ns, unsigned publishers)
+{
+	s->t0_ns = t0_ns;
+	s->interval_ns = 1e9 / total_rate;
+	s->total_slots = (uint64_t)floor((double)duration_ns / s->interval_ns + 1e-9);
+	s->next = 0;
+	s->publishers = publishers;
+}
+
+uint64_t bench_schedule_time(const struct bench_schedule *s, uint64_t k)
+{
+	return s->t0_ns + (uint64_t)llround((double)k * s->interval_ns);
+}
+
+uint64_t bench_schedule_next_time(const struct bench_schedule *s)
+{
+	return s->next < s->total_slots ? bench_schedule_time(s, s->next) : UINT64_MAX;
+}
+
+bool bench_schedule_due(struct bench_schedule *s, uint64_t now_ns, unsigned *pub, uint32_t *seq,
+                        uint64_t *intended_ns)
+{
+	if (s->next >= s->total_slots)
+		return false;
+	uint64_t t = bench_schedule_time(s, s->next);
+	if (t > now_ns)
+		return false;
+	*pub = (unsigned)(s->next % s->publishers);
+	*seq = (uint32_t)(s->next / s->publishers);
+	*intended_ns = t;
+	s->next++;
+	return true;
+}
+
+int bench_stream_init(struct bench_stream *s, uint32_t capacity)
+{
+	*s = (struct bench_stream){0};
+	s->capacity = capacity;
+	s->seen = calloc((capacity + 63) / 64 + 1, sizeof *s->seen);
+	return s->seen ? 0 : -1;
+}
+
+void bench_stream_free(struct bench_stream *s)
+{
+	free(s->seen);
+	*s = (struct bench_stream){0};
+}
+
+bool bench_stream_record(struct bench_stream *s, uint32_t seq)
+{
+	if (seq >= s->capacity) {
+		s->beyond++; /* a sequence the plan never had: not ours */
+		return false;
+	}
+	uint64_t bit = 1ULL << (seq % 64);
+	if (s->seen[seq / 64] & bit) {
+		s->duplicates++;
+		return false;
+	}
+	s->seen[seq / 64] |= bit;
+	s->unique++;
+	if (seq + 1 < s->highest)
+		s->out_of_order++;
+	else
+		s->highest = seq + 1;
+	return true;
+}

@@ -1,0 +1,74 @@
+/*
+ * mqbench.h - options and shared pieces of the mqbench command.
+ */
+#ifndef MQBENCH_H
+#define MQBENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "bench_core.h"
+#include "mqc_hist.h"
+#include "mqc_url.h"
+
+enum bench_scenario { SC_CONNECT, SC_THROUGHPUT, SC_FANOUT };
+
+struct bench_opts {
+	enum bench_scenario scenario;
+	const char *broker;
+	struct mqc_url url;
+	const char *cafile, *cert, *key, *username, *password;
+	int qos;
+	int protocol;           /* 4 (3.1.1) or 5 */
+	uint64_t duration_ns;
+	const char *prefix;     /* client ids start with it */
+	bool json;
+	size_t size;
+	uint64_t seed;
+	const char *metrics_url;
+	pid_t broker_pid;
+	double max_loss_pct;    /* fail above; 100 = never */
+	uint64_t drain_ns;      /* longest wait for stragglers after the last slot */
+	/* throughput / fanout */
+	unsigned publishers, subscribers, topics;
+	double rate;            /* per publisher, msg/s */
+	const char *pub_topic;  /* override: every publisher publishes here */
+	const char *sub_filter; /* override: every subscriber subscribes to this */
+	/* connect */
+	unsigned clients, concurrency;
+	double connrate;
+	uint64_t hold_ns, connect_timeout_ns;
+	const char *sources;    /* "127.0.0.2-127.0.0.5" */
+};
+
+/** Parse argv (after the scenario name). Returns 0, 1 after --help, 2 on a usage error. */
+int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts *o);
+
+int bench_run_throughput(const struct bench_opts *o);
+int bench_run_connect(const struct bench_opts *o);
+int bench_merge(int argc, char **argv);
+
+/* --- the broker's side ------------------------------------------------------------------- */
+
+struct probe_sample {
+	bool ok;
+	double connects, disconnects, messages_in, deliveries, fanout_sum, fanout_count;
+	double cpu_seconds, resident_bytes;
+};
+
+/** GET the probe's /metrics; ok=false if it cannot be read. */
+void bench_probe_read(const char *metrics_url, struct probe_sample *s);
+
+/** CPU seconds and resident bytes of a process from /proc; false if it is gone. */
+bool bench_proc_read(pid_t pid, double *cpu_seconds, double *resident_bytes);
+
+/* --- output ------------------------------------------------------------------------------ */
+
+/** "744us", "3.953ms", "1.200s" */
+const char *bench_fmt_ns(uint64_t ns, char *buf, size_t len);
+void bench_print_latency(FILE *out, const char *label, const struct mqc_hist *h);
+void bench_json_hist(FILE *out, const char *name, const struct mqc_hist *h);
+
+#endif

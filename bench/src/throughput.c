@@ -1,0 +1,661 @@
+/*
+ * throughput.c - the throughput and fanout scenarios.
+ *
+ * One thread drives every connection (epoll over libmosquitto's non-blocking loop) and the
+ * schedule (epoll_pwait2 with a nanosecond timeout at the next slot). Each wake-up emits every slot
+ * whose time has come, stamped with its intended time, so a stalled broker shows up as latency,
+ * never as a lower rate. Nothing waits for an acknowledgement; if the unacknowledged backlog
+ * passes 10 s of traffic the generator stops, says "generator saturated" and counts the unsent
+ * slots as shortfall.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <mosquitto.h>
+#include <mqtt_protocol.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "mqbench.h"
+#include "mqc_clock.h"
+
+struct conn {
+	struct bench *b;
+	struct mosquitto *m;
+	int fd;
+	unsigned index;
+	bool publisher, connected, ready, out, lost;
+	int connack;
+	uint64_t published, completed;
+};
+
+struct second {
+	double t;
+	uint64_t sent, delivered, p99;
+};
+
+struct bench {
+	const struct bench_opts *o;
+	int ep;
+	struct conn *conns; /* publishers first, then subscribers */
+	unsigned npubs, nsubs;
+	uint16_t run_id;
+	uint64_t mono0, wall0;
+	struct bench_schedule sched;
+	struct bench_stream *streams; /* [sub * npubs + pub] */
+	struct mqc_hist lat, actual, lag, to_broker, from_broker;
+	struct bench_counts n;
+	uint64_t backlog_limit, last_delivery;
+	unsigned char *payload;
+	char topic_base[128];
+	char failure[256];
+	struct second *seconds;
+	size_t nseconds;
+};
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+__attribute__((format(printf, 2, 3))) static void fail(struct bench *b, const char *fmt, ...)
+{
+	if (b->failure[0])
+		return; /* the first failure is the reason */
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(b->failure, sizeof b->failure, fmt, ap);
+	va_end(ap);
+}
+
+static uint64_t to_wall(const struct bench *b, uint64_t mono)
+{
+	return b->wall0 + (mono - b->mono0);
+}
+
+static void topic_for(const struct bench *b, unsigned index, char *out, size_t len)
+{
+	if (b->o->pub_topic)
+		snprintf(out, len, "%s", b->o->pub_topic);
+	else
+		snprintf(out, len, "%s/t/%u", b->topic_base, index % b->o->topics);
+}
+
+static unsigned matching_subscribers(const struct bench *b, unsigned pub)
+{
+	if (b->o->sub_filter)
+		return b->nsubs;
+	unsigned t = pub % b->o->topics;
+	return t < b->nsubs ? (b->nsubs - 1 - t) / b->o->topics + 1 : 0;
+}
+
+/* --- libmosquitto callbacks (on this thread, inside loop_read/loop_write) ---------------- */
+
+static void on_connect(struct mosquitto *m, void *obj, int rc, int flags,
+                       const mosquitto_property *props)
+{
+	(void)flags;
+	(void)props;
+	struct conn *c = obj;
+	c->connack = rc;
+	if (rc != 0) {
+		fail(c->b, "CONNECT refused: %s",
+		     c->b->o->protocol == 5 ? mosquitto_reason_string(rc) : mosquitto_connack_string(rc));
+		return;
+	}
+	c->connected = true;
+	if (c->publisher) {
+		c->ready = true;
+		return;
+	}
+	char filter[256];
+	if (c->b->o->sub_filter)
+		snprintf(filter, sizeof filter, "%s", c->b->o->sub_filter);
+	else
+		topic_for(c->b, c->index, filter, sizeof filter);
+	if (mosquitto_subscribe_v5(m, NULL, filter, c->b->o->qos, 0, NULL) != MOSQ_ERR_SUCCESS)
+		fail(c->b, "cannot subscribe to %s", filter);
+}
+
+static void on_subscribe(struct mosquitto *m, void *obj, int mid, int count, const int *granted,
+                         const mosquitto_property *props)
+{
+	(void)m;
+	(void)mid;
+	(void)props;
+	struct conn *c = obj;
+	if (count < 1 || granted[0] > 2) {
+		fail(c->b, "the broker refused a subscription (%s)", "reason code >= 0x80");
+		return;
+	}
+	c->ready = true;
+}
+
+static void on_publish(struct mosquitto *m, void *obj, int mid, int reason,
+                       const mosquitto_property *props)
+{
+	(void)m;
+	(void)mid;
+	(void)props;
+	struct conn *c = obj;
+	c->completed++;
+	if (reason >= 0x80)
+		fail(c->b, "the broker refused a publish (%s)", mosquitto_reason_string(reason));
+}
+
+static void on_disconnect(struct mosquitto *m, void *obj, int rc, const mosquitto_property *props)
+{
+	(void)m;
+	(void)props;
+	struct conn *c = obj;
+	c->connected = false;
+	c->lost = true;
+	if (rc != 0)
+		fail(c->b, "lost a connection to the broker: %s", mosquitto_strerror(rc));
+}
+
+static uint64_t broker_rx_ns(const mosquitto_property *props)
+{
+	uint64_t rx = 0;
+	bool first = true;
+	for (const mosquitto_property *p = props; p;) {
+		char *k = NULL, *v = NULL;
+		p = mosquitto_property_read_string_pair(p, MQTT_PROP_USER_PROPERTY, &k, &v, !first);
+		first = false;
+		if (p && strcmp(k, "broker-rx-ns") == 0)
+			rx = strtoull(v, NULL, 10); /* the last one wins (a bridge may add more) */
+		free(k);
+		free(v);
+	}
+	return rx;
+}
+
+static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_message *msg,
+                       const mosquitto_property *props)
+{
+	(void)m;
+	struct conn *c = obj;
+	struct bench *b = c->b;
+	uint64_t now = mqc_now_ns();
+	struct bench_header h;
+	if (!bench_header_decode(msg->payload, (size_t)msg->payloadlen, &h) || h.run_id != b->run_id ||
+	    h.pub_id >= b->npubs) {
+		b->n.foreign++; /* another run's traffic, or not ours at all */
+		return;
+	}
+	struct bench_stream *s = &b->streams[(size_t)c->index * b->npubs + h.pub_id];
+	if (!bench_stream_record(s, h.seq))
+		return;
+	b->last_delivery = now;
+	uint64_t recv_wall = to_wall(b, now);
+	mqc_hist_record(&b->lat, recv_wall > h.intended_ns ? recv_wall - h.intended_ns : 0);
+	uint64_t sent_wall = h.intended_ns;
+	if ((size_t)msg->payloadlen >= BENCH_HEADER_ACTUAL_SIZE) {
+		sent_wall += (uint64_t)bench_get_u32le((const unsigned char *)msg->payload + 16) * 1000;
+		mqc_hist_record(&b->actual, recv_wall > sent_wall ? recv_wall - sent_wall : 0);
+	}
+	if (props) {
+		uint64_t rx = broker_rx_ns(props);
+		if (rx) {
+			uint64_t real_now = mqc_wall_ns();
+			mqc_hist_record(&b->to_broker, rx > sent_wall ? rx - sent_wall : 0);
+			mqc_hist_record(&b->from_broker, real_now > rx ? real_now - rx : 0);
+		}
+	}
+}
+
+/* --- connections --------------------------------------------------------------------------- */
+
+static void watch(struct bench *b, struct conn *c)
+{
+	bool want = mosquitto_want_write(c->m);
+	if (want == c->out)
+		return;
+	struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0u), .data.ptr = c};
+	epoll_ctl(b->ep, EPOLL_CTL_MOD, c->fd, &ev);
+	c->out = want;
+}
+
+static void flush(struct bench *b, struct conn *c)
+{
+	if (mosquitto_want_write(c->m))
+		mosquitto_loop_write(c->m, 1);
+	watch(b, c);
+}
+
+static int open_conn(struct bench *b, struct conn *c, const char *id)
+{
+	const struct bench_opts *o = b->o;
+	c->b = b;
+	c->connack = -1;
+	c->m = mosquitto_new(id, true, c);
+	if (!c->m) {
+		fail(b, "mosquitto_new failed for %s", id);
+		return -1;
+	}
+	mosquitto_int_option(c->m, MOSQ_OPT_PROTOCOL_VERSION,
+	                     o->protocol == 5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311);
+	mosquitto_int_option(c->m, MOSQ_OPT_TCP_NODELAY, 1);
+	mosquitto_int_option(c->m, MOSQ_OPT_SEND_MAXIMUM, 1000);
+	mosquitto_connect_v5_callback_set(c->m, on_connect);
+	mosquitto_subscribe_v5_callback_set(c->m, on_subscribe);
+	mosquitto_publish_v5_callback_set(c->m, on_publish);
+	mosquitto_disconnect_v5_callback_set(c->m, on_disconnect);
+	mosquitto_message_v5_callback_set(c->m, on_message);
+	if (o->username)
+		mosquitto_username_pw_set(c->m, o->username, o->password);
+	int rc = MOSQ_ERR_SUCCESS;
+	if (o->url.tls &&
+	    (rc = mosquitto_tls_set(c->m, o->cafile, NULL, o->cert, o->key, NULL)) != MOSQ_ERR_SUCCESS) {
+		fail(b, "TLS setup failed: %s (check --cafile, --cert, --key)", mosquitto_strerror(rc));
+		return -1;
+	}
+	rc = mosquitto_connect(c->m, o->url.host, o->url.port, 60);
+	if (rc != MOSQ_ERR_SUCCESS) {
+		char why[128];
+		snprintf(why, sizeof why, "%s: %s", o->broker,
+		         rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
+		fail(b, "cannot connect to %s", why);
+		return -1;
+	}
+	c->fd = mosquitto_socket(c->m);
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+	epoll_ctl(b->ep, EPOLL_CTL_ADD, c->fd, &ev);
+	flush(b, c);
+	return 0;
+}
+
+static void handle_io(struct bench *b, struct epoll_event *ev)
+{
+	struct conn *c = ev->data.ptr;
+	if (ev->events & EPOLLOUT) {
+		mosquitto_loop_write(c->m, 1);
+		if (!c->connected) /* a TLS handshake may need a read after a write */
+			mosquitto_loop_read(c->m, 1);
+	}
+	if (ev->events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+		mosquitto_loop_read(c->m, 1);
+	if (mosquitto_socket(c->m) != c->fd) { /* closed by libmosquitto */
+		c->lost = true;
+		fail(b, "the broker closed a connection%s", "");
+		return;
+	}
+	flush(b, c);
+}
+
+/* Wait for I/O until deadline (CLOCK_MONOTONIC ns; 0 = do not wait). epoll_pwait2 takes the
+ * timeout in ns: re-arming a timerfd per slot cost half the CPU on a paravirtualised VM. */
+static void pump(struct bench *b, uint64_t deadline)
+{
+	struct epoll_event events[64];
+	uint64_t now = mqc_now_ns();
+	struct timespec timeout = mqc_ns_to_ts(deadline > now ? deadline - now : 0);
+	int n = epoll_pwait2(b->ep, events, 64, &timeout, NULL);
+	for (int i = 0; i < n; i++)
+		handle_io(b, &events[i]);
+}
+
+/* --- the run ------------------------------------------------------------------------------ */
+
+static void emit(struct bench *b, uint64_t now)
+{
+	unsigned pub;
+	uint32_t seq;
+	uint64_t intended;
+	char topic[256];
+	int budget = 20000; /* then let the loop read; the rest follows at once */
+	while (budget-- > 0 && !b->n.generator_saturated &&
+	       bench_schedule_due(&b->sched, now, &pub, &seq, &intended)) {
+		struct conn *c = &b->conns[pub];
+		uint64_t backlog = 0;
+		for (unsigned i = 0; i < b->npubs; i++)
+			backlog += b->conns[i].published - b->conns[i].completed;
+		if (backlog > b->backlog_limit) {
+			b->n.generator_saturated = true;
+			b->sched.next--; /* this slot was not sent */
+			fprintf(stderr, "mqbench: generator saturated: %llu messages unacknowledged; "
+			                "stopping the schedule, the rest counts as shortfall\n",
+			        (unsigned long long)backlog);
+			break;
+		}
+		struct bench_header h = {.run_id = b->run_id, .pub_id = (uint16_t)pub, .seq = seq,
+		                         .intended_ns = to_wall(b, intended)};
+		bench_header_encode(&h, b->payload);
+		uint64_t t = mqc_now_ns();
+		mqc_hist_record(&b->lag, t - intended);
+		if (b->o->size >= BENCH_HEADER_ACTUAL_SIZE)
+			bench_put_u32le(b->payload + 16, (uint32_t)((t - intended) / 1000));
+		topic_for(b, pub, topic, sizeof topic);
+		if (mosquitto_publish_v5(c->m, NULL, topic, (int)b->o->size, b->payload, b->o->qos,
+		                         false, NULL) != MOSQ_ERR_SUCCESS) {
+			fail(b, "publish failed on %s", "a publisher connection");
+			return;
+		}
+		c->published++;
+		b->n.sent++;
+		b->n.expected += matching_subscribers(b, pub);
+	}
+	for (unsigned i = 0; i < b->npubs; i++)
+		flush(b, &b->conns[i]);
+}
+
+static uint64_t delivered(const struct bench *b)
+{
+	uint64_t d = 0;
+	for (size_t i = 0; i < (size_t)b->npubs * b->nsubs; i++)
+		d += b->streams[i].unique;
+	return d;
+}
+
+static void progress(struct bench *b, uint64_t now, uint64_t *last_sent, uint64_t *last_deliv)
+{
+	uint64_t d = delivered(b);
+	double t = (double)(now - b->sched.t0_ns) / 1e9;
+	char p99[24];
+	fprintf(stderr, "%6.1fs  sent %llu (%llu/s)  delivered %llu (%llu/s)  p99 %s\n", t,
+	        (unsigned long long)b->n.sent, (unsigned long long)(b->n.sent - *last_sent),
+	        (unsigned long long)d, (unsigned long long)(d - *last_deliv),
+	        bench_fmt_ns(mqc_hist_percentile(&b->lat, 99), p99, sizeof p99));
+	struct second *grown = realloc(b->seconds, (b->nseconds + 1) * sizeof *grown);
+	if (grown) {
+		b->seconds = grown;
+		b->seconds[b->nseconds++] =
+			(struct second){t, b->n.sent, d, mqc_hist_percentile(&b->lat, 99)};
+	}
+	*last_sent = b->n.sent;
+	*last_deliv = d;
+	for (unsigned i = 0; i < b->npubs + b->nsubs; i++) {
+		mosquitto_loop_misc(b->conns[i].m);
+		flush(b, &b->conns[i]);
+	}
+}
+
+static bool all_ready(const struct bench *b)
+{
+	for (unsigned i = 0; i < b->npubs + b->nsubs; i++)
+		if (!b->conns[i].ready)
+			return false;
+	return true;
+}
+
+static uint64_t acked(const struct bench *b)
+{
+	uint64_t a = 0;
+	for (unsigned i = 0; i < b->npubs; i++)
+		a += b->conns[i].completed;
+	return a;
+}
+
+static void report(struct bench *b, const struct probe_sample *p0, const struct probe_sample *p1,
+                   double self_cpu, double broker_cpu, uint64_t elapsed)
+{
+	const struct bench_opts *o = b->o;
+	struct bench_counts *n = &b->n;
+	double secs = (double)elapsed / 1e9;
+	double loss_pct = n->expected ? 100.0 * (double)n->loss / (double)n->expected : 0;
+	const char *name = o->scenario == SC_FANOUT ? "fanout" : "throughput";
+	if (o->json) {
+		FILE *out = stdout;
+		fprintf(out, "{\"scenario\":\"%s\",\"broker\":\"%s\",\"run_id\":%u,", name, o->broker,
+		        b->run_id);
+		fprintf(out,
+		        "\"config\":{\"publishers\":%u,\"rate\":%.3f,\"subscribers\":%u,\"topics\":%u,"
+		        "\"qos\":%d,\"protocol\":\"%s\",\"size\":%zu,\"duration_ns\":%llu,"
+		        "\"clock\":\"CLOCK_MONOTONIC mapped to the Unix epoch at start\"},",
+		        b->npubs, o->rate, b->nsubs, o->topics, o->qos, o->protocol == 5 ? "5" : "3.1.1",
+		        o->size, (unsigned long long)o->duration_ns);
+		fprintf(out,
+		        "\"counts\":{\"scheduled\":%llu,\"sent\":%llu,\"acked\":%llu,\"expected\":%llu,"
+		        "\"delivered\":%llu,\"duplicates\":%llu,\"out_of_order\":%llu,\"loss\":%llu,"
+		        "\"shortfall\":%llu,\"foreign\":%llu,\"generator_saturated\":%s},",
+		        (unsigned long long)n->scheduled, (unsigned long long)n->sent,
+		        (unsigned long long)n->acked, (unsigned long long)n->expected,
+		        (unsigned long long)n->delivered, (unsigned long long)n->duplicates,
+		        (unsigned long long)n->out_of_order, (unsigned long long)n->loss,
+		        (unsigned long long)n->shortfall, (unsigned long long)n->foreign,
+		        n->generator_saturated ? "true" : "false");
+		fprintf(out, "\"elapsed_ns\":%llu,\"latency\":{", (unsigned long long)elapsed);
+		bench_json_hist(out, "intended", &b->lat);
+		fputc(',', out);
+		bench_json_hist(out, "actual", &b->actual);
+		fputc(',', out);
+		bench_json_hist(out, "schedule_lag", &b->lag);
+		fputc(',', out);
+		bench_json_hist(out, "publisher_to_broker", &b->to_broker);
+		fputc(',', out);
+		bench_json_hist(out, "broker_to_subscriber", &b->from_broker);
+		fprintf(out, "},\"cpu_seconds\":{\"mqbench\":%.3f,\"broker\":%.3f},\"timeline\":[",
+		        self_cpu, broker_cpu);
+		for (size_t i = 0; i < b->nseconds; i++)
+			fprintf(out, "%s{\"t\":%.3f,\"sent\":%llu,\"delivered\":%llu,\"p99\":%llu}",
+			        i ? "," : "", b->seconds[i].t, (unsigned long long)b->seconds[i].sent,
+			        (unsigned long long)b->seconds[i].delivered,
+			        (unsigned long long)b->seconds[i].p99);
+		fprintf(out, "]");
+		if (p0->ok && p1->ok)
+			fprintf(out,
+			        ",\"probe\":{\"connects\":%.0f,\"disconnects\":%.0f,\"messages_in\":%.0f,"
+			        "\"deliveries\":%.0f,\"fanout_mean\":%.3f}",
+			        p1->connects - p0->connects, p1->disconnects - p0->disconnects,
+			        p1->messages_in - p0->messages_in, p1->deliveries - p0->deliveries,
+			        p1->fanout_count > p0->fanout_count
+			            ? (p1->fanout_sum - p0->fanout_sum) / (p1->fanout_count - p0->fanout_count)
+			            : 0.0);
+		fprintf(out, "}\n");
+		return;
+	}
+	printf("%s %upub x%.0f/s -> %usub qos%d against %s\n", name, b->npubs, o->rate, b->nsubs,
+	       o->qos, o->broker);
+	printf("duration %.3fs   clients %u\n", secs, b->npubs + b->nsubs);
+	printf("sent %llu (%.0f/s)   delivered %llu of %llu expected   loss %.2f%%\n",
+	       (unsigned long long)n->sent, (double)n->sent / secs, (unsigned long long)n->delivered,
+	       (unsigned long long)n->expected, loss_pct);
+	bench_print_latency(stdout, "latency", &b->lat);
+	printf("scheduled %llu   shortfall %llu   duplicates %llu   out of order %llu   foreign %llu%s\n",
+	       (unsigned long long)n->scheduled, (unsigned long long)n->shortfall,
+	       (unsigned long long)n->duplicates, (unsigned long long)n->out_of_order,
+	       (unsigned long long)n->foreign,
+	       n->generator_saturated ? "   GENERATOR SATURATED: percentiles are lower bounds" : "");
+	if (b->actual.count)
+		bench_print_latency(stdout, "from actual send:", &b->actual);
+	bench_print_latency(stdout, "schedule lag:", &b->lag);
+	if (b->to_broker.count) {
+		bench_print_latency(stdout, "publisher->broker:", &b->to_broker);
+		bench_print_latency(stdout, "broker->subscriber:", &b->from_broker);
+	}
+	if (p0->ok && p1->ok) {
+		double fc = p1->fanout_count - p0->fanout_count;
+		printf("broker (probe): messages in +%.0f   disconnects +%.0f", p1->messages_in - p0->messages_in,
+		       p1->disconnects - p0->disconnects);
+		if (fc > 0 || p1->connects > 0)
+			printf("   connects +%.0f   deliveries +%.0f   fan-out %.2f",
+			       p1->connects - p0->connects, p1->deliveries - p0->deliveries,
+			       fc > 0 ? (p1->fanout_sum - p0->fanout_sum) / fc : 0.0);
+		printf("\n");
+	}
+	if (n->sent)
+		printf("cpu per message sent: mqbench %.2fus%s", self_cpu / (double)n->sent * 1e6,
+		       broker_cpu > 0 ? "" : "\n");
+	if (n->sent && broker_cpu > 0)
+		printf("   broker %.2fus\n", broker_cpu / (double)n->sent * 1e6);
+}
+
+static double self_cpu_seconds(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static double broker_cpu_seconds(const struct bench_opts *o)
+{
+	double cpu = 0, rss;
+	if (o->broker_pid && bench_proc_read(o->broker_pid, &cpu, &rss))
+		return cpu;
+	struct probe_sample s;
+	bench_probe_read(o->metrics_url, &s);
+	return s.ok ? s.cpu_seconds : -1;
+}
+
+int bench_run_throughput(const struct bench_opts *o)
+{
+	struct bench b = {.o = o, .npubs = o->publishers, .nsubs = o->subscribers};
+	int rc = 1;
+	mosquitto_lib_init();
+	srand((unsigned)o->seed);
+	b.run_id = (uint16_t)(o->seed ^ (o->seed >> 16) ^ (o->seed >> 32));
+	snprintf(b.topic_base, sizeof b.topic_base, "%s/%u", o->prefix, b.run_id);
+	b.ep = epoll_create1(EPOLL_CLOEXEC);
+	b.conns = calloc(b.npubs + b.nsubs, sizeof *b.conns);
+	b.payload = calloc(1, o->size);
+	double total_rate = o->rate * b.npubs;
+	uint64_t per_pub = (uint64_t)((double)o->duration_ns / 1e9 * o->rate) + 2;
+	b.streams = calloc((size_t)b.npubs * b.nsubs, sizeof *b.streams);
+	if (!b.conns || !b.payload || !b.streams || per_pub > UINT32_MAX ||
+	    mqc_hist_init(&b.lat, 10) || mqc_hist_init(&b.actual, 10) || mqc_hist_init(&b.lag, 10) ||
+	    mqc_hist_init(&b.to_broker, 10) || mqc_hist_init(&b.from_broker, 10)) {
+		fprintf(stderr, "mqbench: out of memory for this run\n");
+		return 1;
+	}
+	for (size_t i = 0; i < (size_t)b.npubs * b.nsubs; i++)
+		if (bench_stream_init(&b.streams[i], (uint32_t)per_pub) != 0) {
+			fprintf(stderr, "mqbench: out of memory for the accounting\n");
+			return 1;
+		}
+	memset(b.payload, 'm', o->size);
+	b.backlog_limit = (uint64_t)(total_rate * 10) > 10000 ? (uint64_t)(total_rate * 10) : 10000;
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+
+	/* The broker's view starts before our first connection. */
+	struct probe_sample p0, p1;
+	bench_probe_read(o->metrics_url, &p0);
+	if (o->metrics_url && !p0.ok)
+		fprintf(stderr, "mqbench: warning: cannot read the probe at %s\n", o->metrics_url);
+
+	/* Connect everything, wait for CONNACKs and SUBACKs (with a deadline). */
+	for (unsigned i = 0; i < b.npubs + b.nsubs && !b.failure[0]; i++) {
+		struct conn *c = &b.conns[i];
+		c->publisher = i < b.npubs;
+		c->index = c->publisher ? i : i - b.npubs;
+		char id[128];
+		snprintf(id, sizeof id, "%s-%s-%u-%u", o->prefix, c->publisher ? "pub" : "sub", b.run_id,
+		         c->index);
+		open_conn(&b, c, id);
+	}
+	uint64_t deadline = mqc_now_ns() + 30 * MQC_NS_PER_S;
+	while (!b.failure[0] && !all_ready(&b) && !interrupted) {
+		if (mqc_now_ns() > deadline) {
+			fail(&b, "connections not ready after 30 s (%s)", "no CONNACK or SUBACK");
+			break;
+		}
+		pump(&b, mqc_now_ns() + 100 * MQC_NS_PER_MS);
+	}
+	if (b.failure[0] || interrupted) {
+		fprintf(stderr, "mqbench: %s\n", b.failure[0] ? b.failure : "interrupted");
+		goto out;
+	}
+
+	double self0 = self_cpu_seconds(), broker0 = broker_cpu_seconds(o);
+	b.mono0 = mqc_now_ns();
+	b.wall0 = mqc_wall_ns();
+	bench_schedule_init(&b.sched, b.mono0 + 10 * MQC_NS_PER_MS, total_rate, o->duration_ns,
+	                    b.npubs);
+	b.n.scheduled = b.sched.total_slots;
+	uint64_t next_tick = b.sched.t0_ns + MQC_NS_PER_S, last_sent = 0, last_deliv = 0;
+	b.last_delivery = mqc_now_ns();
+
+	/* The schedule. */
+	while (!b.failure[0] && !interrupted && !b.n.generator_saturated &&
+	       bench_schedule_next_time(&b.sched) != UINT64_MAX) {
+		uint64_t now = mqc_now_ns();
+		emit(&b, now);
+		if (now >= next_tick) {
+			progress(&b, now, &last_sent, &last_deliv);
+			next_tick += MQC_NS_PER_S;
+		}
+		uint64_t wake = bench_schedule_next_time(&b.sched);
+		pump(&b, wake < next_tick ? wake : next_tick);
+	}
+	uint64_t end_of_schedule = mqc_now_ns();
+	/* Drain: acknowledgements, then deliveries until they stop coming. */
+	uint64_t drain_end = end_of_schedule + o->drain_ns;
+	while (!b.failure[0] && !interrupted) {
+		uint64_t now = mqc_now_ns();
+		bool acks_done = o->qos == 0 || acked(&b) >= b.n.sent;
+		bool all_in = delivered(&b) >= b.n.expected;
+		bool quiet = now - b.last_delivery > MQC_NS_PER_S && now - end_of_schedule > MQC_NS_PER_S;
+		if ((acks_done && (all_in || quiet)) || now > drain_end)
+			break;
+		if (now >= next_tick) {
+			progress(&b, now, &last_sent, &last_deliv);
+			next_tick += MQC_NS_PER_S;
+		}
+		pump(&b, now + 50 * MQC_NS_PER_MS);
+	}
+	uint64_t elapsed = end_of_schedule - b.sched.t0_ns;
+	double self_cpu = self_cpu_seconds() - self0;
+	double broker1 = broker_cpu_seconds(o);
+	double broker_cpu = broker0 >= 0 && broker1 >= 0 ? broker1 - broker0 : -1;
+	for (unsigned i = 0; i < b.npubs + b.nsubs; i++) {
+		mosquitto_disconnect(b.conns[i].m);
+		mosquitto_loop_write(b.conns[i].m, 1);
+	}
+	nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL); /* let the probe see them go */
+	bench_probe_read(o->metrics_url, &p1);
+
+	b.n.acked = o->qos ? acked(&b) : 0;
+	b.n.delivered = delivered(&b);
+	for (size_t i = 0; i < (size_t)b.npubs * b.nsubs; i++) {
+		b.n.duplicates += b.streams[i].duplicates;
+		b.n.out_of_order += b.streams[i].out_of_order;
+		b.n.foreign += b.streams[i].beyond;
+	}
+	b.n.loss = b.n.expected > b.n.delivered ? b.n.expected - b.n.delivered : 0;
+	b.n.shortfall = b.n.scheduled - b.n.sent;
+	if (interrupted)
+		fprintf(stderr, "mqbench: interrupted; reporting what was measured\n");
+	report(&b, &p0, &p1, self_cpu, broker_cpu, elapsed);
+
+	double loss_pct = b.n.expected ? 100.0 * (double)b.n.loss / (double)b.n.expected : 0;
+	if (b.failure[0])
+		fprintf(stderr, "mqbench: %s\n", b.failure);
+	else if (b.n.sent == 0)
+		fprintf(stderr, "mqbench: nothing was sent\n");
+	else if (b.n.delivered == 0 && b.n.expected > 0)
+		fprintf(stderr, "mqbench: nothing was delivered (%llu expected): check the ACL, the "
+		                "topics and --sub-filter\n",
+		        (unsigned long long)b.n.expected);
+	else if (loss_pct > o->max_loss_pct)
+		fprintf(stderr, "mqbench: loss %.2f%% is above --max-loss %.2f%%\n", loss_pct,
+		        o->max_loss_pct);
+	else if (!interrupted)
+		rc = 0;
+out:
+	for (unsigned i = 0; i < b.npubs + b.nsubs; i++)
+		if (b.conns[i].m)
+			mosquitto_destroy(b.conns[i].m);
+	for (size_t i = 0; i < (size_t)b.npubs * b.nsubs; i++)
+		bench_stream_free(&b.streams[i]);
+	free(b.streams);
+	free(b.conns);
+	free(b.payload);
+	free(b.seconds);
+	mqc_hist_free(&b.lat);
+	mqc_hist_free(&b.actual);
+	mqc_hist_free(&b.lag);
+	mqc_hist_free(&b.to_broker);
+	mqc_hist_free(&b.from_broker);
+	close(b.ep);
+	mosquitto_lib_cleanup();
+	return rc;
+}

@@ -1,0 +1,97 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "bench_core.h"
+
+static void header_round_trips_little_endian(void **state)
+{
+	(void)state;
+	struct bench_header h = {.run_id = 0x1234, .pub_id = 0xbeef, .seq = 0xa1b2c3d4,
+	                         .intended_ns = 0x0102030405060708ULL}, back;
+	unsigned char buf[16];
+	bench_header_encode(&h, buf);
+	static const unsigned char expected[16] = {0x34, 0x12, 0xef, 0xbe, 0xd4, 0xc3, 0xb2, 0xa1,
+	                                           0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01};
+	assert_memory_equal(buf, expected, 16);
+	assert_true(bench_header_decode(buf, 16, &back));
+	assert_int_equal(back.run_id, h.run_id);
+	assert_int_equal(back.pub_id, h.pub_id);
+	assert_int_equal(back.seq, h.seq);
+	assert_int_equal(back.intended_ns, h.intended_ns);
+	assert_false(bench_header_decode(buf, 15, &back));
+}
+
+static void schedule_staggers_publishers_and_never_skips(void **state)
+{
+	(void)state;
+	struct bench_schedule s;
+	/* 2 publishers x 1000/s for 1 s: 2000 slots, 0.5 ms apart. */
+	bench_schedule_init(&s, 1000000, 2000, 1000000000ULL, 2);
+	assert_int_equal(s.total_slots, 2000);
+	unsigned pub;
+	uint32_t seq;
+	uint64_t t;
+	assert_false(bench_schedule_due(&s, 999999, &pub, &seq, &t)); /* not yet */
+	assert_true(bench_schedule_due(&s, 1000000, &pub, &seq, &t));
+	assert_int_equal(pub, 0);
+	assert_int_equal(seq, 0);
+	assert_int_equal(t, 1000000);
+	assert_false(bench_schedule_due(&s, 1000000, &pub, &seq, &t));
+	assert_true(bench_schedule_due(&s, 1500000, &pub, &seq, &t));
+	assert_int_equal(pub, 1);
+	assert_int_equal(seq, 0);
+	assert_int_equal(t, 1500000);
+	/* A 100 ms stall: every slot comes out, each with its own intended time. */
+	uint64_t now = 1000000 + 101000000, emitted = 0, last = 0;
+	while (bench_schedule_due(&s, now, &pub, &seq, &t)) {
+		assert_true(t > last);
+		last = t;
+		emitted++;
+	}
+	assert_int_equal(emitted, 201); /* slots 2..202 */
+	assert_int_equal(s.next, 203);
+	/* The plan ends: nothing more, however late. */
+	while (bench_schedule_due(&s, UINT64_MAX / 2, &pub, &seq, &t))
+		emitted++;
+	assert_int_equal(s.next, 2000);
+	assert_int_equal(seq, 999);
+	assert_int_equal(bench_schedule_next_time(&s), UINT64_MAX);
+}
+
+static void accounting_separates_loss_duplicates_and_reordering(void **state)
+{
+	(void)state;
+	struct bench_stream s;
+	assert_int_equal(bench_stream_init(&s, 100), 0);
+	/* 0..99 with 10 lost (seq % 10 == 3), 5 duplicated, and 7 swapped with 8. */
+	for (uint32_t seq = 0; seq < 100; seq++) {
+		if (seq % 10 == 3)
+			continue;
+		uint32_t actual = seq == 7 ? 8 : seq == 8 ? 7 : seq;
+		bench_stream_record(&s, actual);
+		if (seq % 20 == 0)
+			bench_stream_record(&s, actual); /* QoS 1 duplicate */
+	}
+	bench_stream_record(&s, 1000); /* not in the plan */
+	assert_int_equal(s.unique, 90);
+	assert_int_equal(s.duplicates, 5);
+	assert_int_equal(s.out_of_order, 1);
+	assert_int_equal(s.beyond, 1);
+	/* Duplicates never hide loss: a second copy of 5 does not stand in for lost 3. */
+	assert_int_equal(100 - s.unique, 10);
+	bench_stream_free(&s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(header_round_trips_little_endian),
+		cmocka_unit_test(schedule_staggers_publishers_and_never_skips),
+		cmocka_unit_test(accounting_separates_loss_duplicates_and_reordering),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
