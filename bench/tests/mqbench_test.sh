@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Integration tests of mqbench against the test broker (with the probe) and the responder.
+# Usage: mqbench_test.sh MQBENCH TB_RUN RESPONDER
+set -u
+MQB=$1
+RUN=$2
+RESPONDER=$3
+tmp=$(mktemp -d /tmp/mqbench-test-XXXXXX)
+run_pid=""
+responder_pid=""
+failures=0
+cleanup() {
+  [ -n "$responder_pid" ] && kill "$responder_pid" 2>/dev/null && wait "$responder_pid" 2>/dev/null
+  [ -n "$run_pid" ] && kill -CONT "$BROKER_PID" 2>/dev/null; [ -n "$run_pid" ] && kill "$run_pid" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+# json FILE KEY: the first numeric value of "KEY": in a one-line JSON document.
+json() { grep -o "\"$2\":[0-9.]*" "$1" | head -n 1 | cut -d: -f2; }
+# hist FILE NAME FIELD: a field of a latency histogram ("intended", "p99")
+hist() { grep -o "\"$2\":{\"p50\":[^}]*" "$1" | grep -o "\"$3\":[0-9.]*" | head -n 1 | cut -d: -f2; }
+
+"$RUN" --daemon --plugin-opt observe_auth=true --plugin-opt sys_interval=1 --dir "$tmp" >"$tmp/env" 2>"$tmp/err" \
+  || { echo "FAIL: test broker: $(cat "$tmp/err")"; exit 1; }
+# shellcheck disable=SC1091
+. "$tmp/env"
+run_pid=$RUN_PID
+auth=(--username "$MQTT_USERNAME" --password "$MQTT_PASSWORD")
+
+expect_counts() { # label file sent expected
+  local label=$1 f=$2 sent=$3 expected=$4
+  local s d e l sh dup
+  s=$(json "$f" sent); e=$(json "$f" expected); d=$(json "$f" delivered)
+  l=$(json "$f" loss); sh=$(json "$f" shortfall); dup=$(json "$f" duplicates)
+  if [ "$s" = "$sent" ] && [ "$e" = "$expected" ] && [ "$d" = "$expected" ] && [ "$l" = 0 ] &&
+     [ "$sh" = 0 ] && [ "$dup" = 0 ]; then
+    pass "$label: sent $s, delivered $d of $e, no loss, no shortfall"
+  else
+    fail "$label: sent $s (want $sent) delivered $d expected $e (want $expected) loss $l shortfall $sh dup $dup"
+  fi
+}
+
+# --- exact counts ------------------------------------------------------------------------------
+"$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --publishers 3 --rate 200 --subscribers 4 \
+  --duration 2s --qos 1 --json --metrics-url "$METRICS_URL" >"$tmp/t1.json" 2>"$tmp/t1.err" \
+  || fail "throughput exited $?: $(cat "$tmp/t1.err")"
+expect_counts "throughput 3x200/s -> 4 subs, QoS 1" "$tmp/t1.json" 1200 4800
+probe_connects=$(grep -o '"probe":{"connects":[0-9]*' "$tmp/t1.json" | grep -o '[0-9]*$')
+[ "$probe_connects" = 7 ] && pass "the probe saw 7 connects" || fail "probe connects '$probe_connects', want 7"
+grep -q '"deliveries":4800' "$tmp/t1.json" && pass "the probe counted 4800 deliveries" \
+  || fail "probe deliveries: $(grep -o '"probe":{[^}]*' "$tmp/t1.json")"
+[ "$(hist "$tmp/t1.json" broker_to_subscriber p50)" -gt 0 ] 2>/dev/null \
+  && pass "latency split from broker-rx-ns" || fail "no broker->subscriber samples"
+
+"$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --publishers 3 --rate 200 --subscribers 4 \
+  --topics 2 --duration 2s --json >"$tmp/t2.json" 2>"$tmp/t2.err" || fail "topics run: $(cat "$tmp/t2.err")"
+expect_counts "throughput with --topics 2 (each message to 2 of 4 subscribers)" "$tmp/t2.json" 1200 2400
+
+"$MQB" fanout --broker "$MQTT_URL" "${auth[@]}" --rate 500 --subscribers 10 --duration 2s \
+  --json >"$tmp/f.json" 2>"$tmp/f.err" || fail "fanout: $(cat "$tmp/f.err")"
+expect_counts "fanout 500/s -> 10 subs" "$tmp/f.json" 1000 10000
+
+"$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --protocol 3.1.1 --qos 2 --rate 300 \
+  --subscribers 2 --duration 1s --json >"$tmp/q2.json" 2>"$tmp/q2.err" || fail "qos2: $(cat "$tmp/q2.err")"
+expect_counts "QoS 2 over MQTT 3.1.1" "$tmp/q2.json" 300 600
+[ "$(json "$tmp/q2.json" acked)" = 300 ] && pass "QoS 2: every PUBCOMP counted" || fail "acked $(json "$tmp/q2.json" acked)"
+
+"$MQB" throughput --broker "$MQTTS_URL" --cafile "$CA_FILE" "${auth[@]}" --rate 200 --duration 1s \
+  --json >"$tmp/tls.json" 2>"$tmp/tls.err" || fail "TLS: $(cat "$tmp/tls.err")"
+expect_counts "over TLS" "$tmp/tls.json" 200 200
+
+# --- coordinated omission: a 500 ms broker stall must show up in the tail --------------------
+"$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --rate 1000 --duration 3s --qos 1 --json \
+  >"$tmp/co.json" 2>"$tmp/co.err" &
+bench=$!
+sleep 1.2
+kill -STOP "$BROKER_PID"
+sleep 0.5
+kill -CONT "$BROKER_PID"
+wait $bench || fail "CO run exited $?: $(cat "$tmp/co.err")"
+max=$(hist "$tmp/co.json" intended max); p99=$(hist "$tmp/co.json" intended p99)
+p50=$(hist "$tmp/co.json" intended p50)
+if [ "${max:-0}" -ge 500000000 ] && [ "${p99:-0}" -ge 300000000 ] && [ "$(json "$tmp/co.json" loss)" = 0 ] &&
+   [ "$(json "$tmp/co.json" shortfall)" = 0 ]; then
+  pass "stall visible: max $((max / 1000000)) ms, p99 $((p99 / 1000000)) ms, p50 $((p50 / 1000)) us, no loss, no shortfall"
+else
+  fail "stall hidden: max $max p99 $p99 loss $(json "$tmp/co.json" loss) shortfall $(json "$tmp/co.json" shortfall)"
+fi
+
+# --- accuracy: through a device that answers after exactly 20 ms ------------------------------
+"$RESPONDER" --broker "$MQTT_URL" "${auth[@]}" --filter mqbench-acc/cmd --delay 20ms >"$tmp/resp" 2>&1 &
+responder_pid=$!
+for _ in $(seq 50); do grep -q RESPONDER_READY "$tmp/resp" && break; sleep 0.1; done
+"$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --rate 100 --duration 2s \
+  --pub-topic mqbench-acc/cmd --sub-filter mqbench-acc/cmd/reply --json >"$tmp/acc.json" 2>"$tmp/acc.err" \
+  || fail "accuracy run: $(cat "$tmp/acc.err")"
+min=$(grep -o '"intended":{[^}]*"min":[0-9]*' "$tmp/acc.json" | grep -o '"min":[0-9]*' | cut -d: -f2)
+p50=$(hist "$tmp/acc.json" intended p50)
+if [ "${min:-0}" -ge 20000000 ] && [ "${p50:-0}" -le 30000000 ]; then
+  pass "a 20 ms device: min $((min / 1000)) us, p50 $((p50 / 1000)) us"
+else
+  fail "accuracy: min $min p50 $p50 for a 20 ms delay"
+fi
+expect_counts "through the responder" "$tmp/acc.json" 200 200
+kill "$responder_pid"; wait "$responder_pid" 2>/dev/null; responder_pid=""
+
+# --- failing loudly ---------------------------------------------------------------------------
+expect_exit() { # status needle -- command
+  local want=$1 needle=$2; shift 3
+  "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  local got=$?
+  if [ $got -eq "$want" ] && grep -qF -- "$needle" "$tmp/err"; then pass "$needle (exit $got)"
+  else fail "$*: exit $got (want $want), stderr: $(head -c 300 "$tmp/err")"; fi
+}
+expect_exit 2 "unknown option '--bogus'" -- "$MQB" throughput --broker "$MQTT_URL" --bogus
+expect_exit 2 "--qos: expected 0, 1 or 2" -- "$MQB" throughput --broker "$MQTT_URL" --qos 3
+expect_exit 2 "--rate: expected" -- "$MQB" fanout --broker "$MQTT_URL" --rate fast
+expect_exit 2 "--broker URL is required" -- "$MQB" throughput
+expect_exit 2 "--publishers does not apply to the fanout scenario" -- "$MQB" fanout --broker "$MQTT_URL" --publishers 2
+expect_exit 2 "unknown scenario 'bogus'" -- "$MQB" bogus
+expect_exit 1 "cannot connect to mqtt://127.0.0.1:1" -- "$MQB" throughput --broker mqtt://127.0.0.1:1 --duration 1s
+expect_exit 1 "CONNECT refused" -- "$MQB" throughput --broker "$MQTT_URL" --username "$MQTT_USERNAME" --password wrong --duration 1s
+expect_exit 1 "nothing was delivered" -- "$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --duration 1s \
+  --pub-topic nowhere/a --sub-filter nowhere/b --drain 1s
+for sc in connect throughput fanout; do
+  "$MQB" $sc --help | grep -q -- "--broker URL" && pass "$sc --help" || fail "$sc --help"
+done
+
+[ $failures -eq 0 ] && { echo "all mqbench checks passed"; exit 0; }
+echo "$failures mqbench check(s) failed"
+exit 1
