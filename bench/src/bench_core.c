@@ -38,7 +38,7 @@ bool bench_header_decode(const unsigned char *in, size_t len, struct bench_heade
 }
 
 void bench_schedule_init(struct bench_schedule *s, uint64_t t0_ns, double total_rate,
-                         uint64_t duration_ns, unsigned publishers)
+    uint64_t duration_ns, unsigned publishers)
 {
 	s->t0_ns = t0_ns;
 	s->interval_ns = 1e9 / total_rate;
@@ -57,8 +57,8 @@ uint64_t bench_schedule_next_time(const struct bench_schedule *s)
 	return s->next < s->total_slots ? bench_schedule_time(s, s->next) : UINT64_MAX;
 }
 
-bool bench_schedule_due(struct bench_schedule *s, uint64_t now_ns, unsigned *pub, uint32_t *seq,
-                        uint64_t *intended_ns)
+bool bench_schedule_due(
+    struct bench_schedule *s, uint64_t now_ns, unsigned *pub, uint32_t *seq, uint64_t *intended_ns)
 {
 	if (s->next >= s->total_slots)
 		return false;
@@ -74,7 +74,7 @@ bool bench_schedule_due(struct bench_schedule *s, uint64_t now_ns, unsigned *pub
 
 int bench_stream_init(struct bench_stream *s, uint32_t capacity)
 {
-	*s = (struct bench_stream){0};
+	*s = (struct bench_stream) { 0 };
 	s->capacity = capacity;
 	s->seen = calloc((capacity + 63) / 64 + 1, sizeof *s->seen);
 	return s->seen ? 0 : -1;
@@ -83,7 +83,7 @@ int bench_stream_init(struct bench_stream *s, uint32_t capacity)
 void bench_stream_free(struct bench_stream *s)
 {
 	free(s->seen);
-	*s = (struct bench_stream){0};
+	*s = (struct bench_stream) { 0 };
 }
 
 bool bench_stream_record(struct bench_stream *s, uint32_t seq)

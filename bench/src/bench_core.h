@@ -11,7 +11,7 @@
 
 /* --- payload header (DESIGN.md contract): 16 bytes, little-endian ------------------------ */
 
-#define BENCH_HEADER_SIZE 16
+#define BENCH_HEADER_SIZE        16
 #define BENCH_HEADER_ACTUAL_SIZE 20 /* payloads >= 20 B also carry actual - intended (us) */
 
 struct bench_header {
@@ -35,20 +35,20 @@ uint32_t bench_get_u32le(const unsigned char *in);
  * are never skipped or re-based: a late generator emits every slot whose time has come.
  */
 struct bench_schedule {
-	uint64_t t0_ns;        /* CLOCK_MONOTONIC start */
-	double interval_ns;    /* 1e9 / total_rate */
-	uint64_t total_slots;  /* scheduled in the run */
-	uint64_t next;         /* next slot to emit */
+	uint64_t t0_ns;       /* CLOCK_MONOTONIC start */
+	double interval_ns;   /* 1e9 / total_rate */
+	uint64_t total_slots; /* scheduled in the run */
+	uint64_t next;        /* next slot to emit */
 	unsigned publishers;
 };
 
 void bench_schedule_init(struct bench_schedule *s, uint64_t t0_ns, double total_rate,
-                         uint64_t duration_ns, unsigned publishers);
+    uint64_t duration_ns, unsigned publishers);
 /** Intended time of slot k. */
 uint64_t bench_schedule_time(const struct bench_schedule *s, uint64_t k);
 /** True (and the slot's publisher, per-publisher sequence and time) if the next slot is due. */
-bool bench_schedule_due(struct bench_schedule *s, uint64_t now_ns, unsigned *pub, uint32_t *seq,
-                        uint64_t *intended_ns);
+bool bench_schedule_due(
+    struct bench_schedule *s, uint64_t now_ns, unsigned *pub, uint32_t *seq, uint64_t *intended_ns);
 /** When the next slot is due; UINT64_MAX when the plan is complete. */
 uint64_t bench_schedule_next_time(const struct bench_schedule *s);
 
@@ -56,9 +56,9 @@ uint64_t bench_schedule_next_time(const struct bench_schedule *s);
 
 /* One stream = one (subscriber, publisher) pair: which sequence numbers arrived. */
 struct bench_stream {
-	uint64_t *seen;        /* bitmap of seq */
-	uint32_t capacity;     /* seqs the bitmap covers */
-	uint32_t highest;      /* highest seq seen + 1 (0: none yet) */
+	uint64_t *seen;    /* bitmap of seq */
+	uint32_t capacity; /* seqs the bitmap covers */
+	uint32_t highest;  /* highest seq seen + 1 (0: none yet) */
 	uint64_t unique, duplicates, out_of_order, beyond;
 };
 
@@ -70,11 +70,11 @@ bool bench_stream_record(struct bench_stream *s, uint32_t seq);
 /** Totals of a run. */
 struct bench_counts {
 	uint64_t scheduled, sent, acked;
-	uint64_t expected;       /* sum over sent messages of matching subscribers */
-	uint64_t delivered;      /* unique (subscriber, publisher, seq) */
+	uint64_t expected;  /* sum over sent messages of matching subscribers */
+	uint64_t delivered; /* unique (subscriber, publisher, seq) */
 	uint64_t duplicates, out_of_order, foreign;
-	uint64_t loss;           /* expected - delivered */
-	uint64_t shortfall;      /* scheduled - sent */
+	uint64_t loss;      /* expected - delivered */
+	uint64_t shortfall; /* scheduled - sent */
 	bool generator_saturated;
 };
 

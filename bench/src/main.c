@@ -11,42 +11,43 @@
 #include "mqc_clock.h"
 #include "mqc_strutil.h"
 
-static const char *const scenario_names[] = {"connect", "throughput", "fanout"};
+static const char *const scenario_names[] = { "connect", "throughput", "fanout" };
 
 static void usage_main(FILE *out)
 {
 	fprintf(out,
-	        "Usage: mqbench SCENARIO [OPTIONS]   (mqbench SCENARIO --help for its options)\n"
-	        "An open-loop MQTT load generator: every message and connection has an intended time\n"
-	        "on a fixed schedule, latency is measured from it, loss is counted against expected\n"
-	        "deliveries.\n\n"
-	        "Scenarios:\n"
-	        "  connect      open N connections on a schedule, hold them, report connect latency\n"
-	        "  throughput   P publishers at R msg/s each -> S subscribers\n"
-	        "  fanout       one publisher -> S subscribers\n"
-	        "  merge        combine --json results: mqbench merge a.json b.json ...\n\n"
-	        "Exit status: 0 success; 1 the run failed (unreachable broker, refused CONNECT, nothing\n"
-	        "delivered, loss above --max-loss); 2 bad options.\n");
+	    "Usage: mqbench SCENARIO [OPTIONS]   (mqbench SCENARIO --help for its options)\n"
+	    "An open-loop MQTT load generator: every message and connection has an intended time\n"
+	    "on a fixed schedule, latency is measured from it, loss is counted against expected\n"
+	    "deliveries.\n\n"
+	    "Scenarios:\n"
+	    "  connect      open N connections on a schedule, hold them, report connect latency\n"
+	    "  throughput   P publishers at R msg/s each -> S subscribers\n"
+	    "  fanout       one publisher -> S subscribers\n"
+	    "  merge        combine --json results: mqbench merge a.json b.json ...\n\n"
+	    "Exit status: 0 success; 1 the run failed (unreachable broker, refused CONNECT, nothing\n"
+	    "delivered, loss above --max-loss); 2 bad options.\n");
 }
 
 static void usage(enum bench_scenario sc)
 {
 	printf("Usage: mqbench %s [OPTIONS]\n\n", scenario_names[sc]);
-	printf("Common options:\n"
-	       "  --broker URL          mqtt://host:port or mqtts://host:port (required)\n"
-	       "  --cafile F --cert F --key F   TLS (CA verification and hostname check)\n"
-	       "  --username U --password P\n"
-	       "  --qos 0|1|2           default 0\n"
-	       "  --protocol 3.1.1|5    default 5\n"
-	       "  --duration D          run length (default 10s; e.g. 500ms, 2m)\n"
-	       "  --prefix P            client ids start with P (default mqbench)\n"
-	       "  --size N              payload bytes, >= 16 (default 16; >= 20 adds actual-send time)\n"
-	       "  --seed N              run id and choices (default: from the clock)\n"
-	       "  --json                JSON result on stdout (progress stays on stderr)\n"
-	       "  --metrics-url URL     the probe's /metrics: report what the broker saw\n"
-	       "  --broker-pid PID      sample the broker's CPU and memory from /proc\n"
-	       "  --max-loss PCT        exit 1 when loss exceeds PCT percent (default: report only)\n"
-	       "  --drain D             longest wait for late deliveries after the last send (10s)\n");
+	printf(
+	    "Common options:\n"
+	    "  --broker URL          mqtt://host:port or mqtts://host:port (required)\n"
+	    "  --cafile F --cert F --key F   TLS (CA verification and hostname check)\n"
+	    "  --username U --password P\n"
+	    "  --qos 0|1|2           default 0\n"
+	    "  --protocol 3.1.1|5    default 5\n"
+	    "  --duration D          run length (default 10s; e.g. 500ms, 2m)\n"
+	    "  --prefix P            client ids start with P (default mqbench)\n"
+	    "  --size N              payload bytes, >= 16 (default 16; >= 20 adds actual-send time)\n"
+	    "  --seed N              run id and choices (default: from the clock)\n"
+	    "  --json                JSON result on stdout (progress stays on stderr)\n"
+	    "  --metrics-url URL     the probe's /metrics: report what the broker saw\n"
+	    "  --broker-pid PID      sample the broker's CPU and memory from /proc\n"
+	    "  --max-loss PCT        exit 1 when loss exceeds PCT percent (default: report only)\n"
+	    "  --drain D             longest wait for late deliveries after the last send (10s)\n");
 	if (sc == SC_CONNECT)
 		printf("\nconnect options:\n"
 		       "  --clients N           connections to open (default 1000; <= ~15000 here)\n"
@@ -66,7 +67,7 @@ static void usage(enum bench_scenario sc)
 		       "  --pub-topic T         publish every message to T instead\n"
 		       "  --sub-filter F        every subscriber subscribes to F instead (with\n"
 		       "                        --pub-topic: e.g. through a device that echoes)\n",
-		       scenario_names[sc], sc == SC_FANOUT ? " (fanout: always 1)" : "");
+		    scenario_names[sc], sc == SC_FANOUT ? " (fanout: always 1)" : "");
 }
 
 static int bad(const char *opt, const char *value, const char *expect)
@@ -84,50 +85,89 @@ static int parse_duration(const char *opt, const char *v, uint64_t *out)
 
 int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts *o)
 {
-	enum { O_BROKER = 256, O_CAFILE, O_CERT, O_KEY, O_USER, O_PASS, O_QOS, O_PROTO, O_DURATION,
-	       O_PREFIX, O_JSON, O_SIZE, O_SEED, O_METRICS, O_PID, O_MAXLOSS, O_DRAIN, O_PUBS, O_RATE,
-	       O_SUBS, O_TOPICS, O_PUBTOPIC, O_SUBFILTER, O_CLIENTS, O_CONC, O_HOLD, O_CTIMEOUT,
-	       O_SOURCE };
+	enum {
+		O_BROKER = 256,
+		O_CAFILE,
+		O_CERT,
+		O_KEY,
+		O_USER,
+		O_PASS,
+		O_QOS,
+		O_PROTO,
+		O_DURATION,
+		O_PREFIX,
+		O_JSON,
+		O_SIZE,
+		O_SEED,
+		O_METRICS,
+		O_PID,
+		O_MAXLOSS,
+		O_DRAIN,
+		O_PUBS,
+		O_RATE,
+		O_SUBS,
+		O_TOPICS,
+		O_PUBTOPIC,
+		O_SUBFILTER,
+		O_CLIENTS,
+		O_CONC,
+		O_HOLD,
+		O_CTIMEOUT,
+		O_SOURCE
+	};
 	static const struct option longopts[] = {
-		{"broker", required_argument, NULL, O_BROKER},
-		{"cafile", required_argument, NULL, O_CAFILE},
-		{"cert", required_argument, NULL, O_CERT},
-		{"key", required_argument, NULL, O_KEY},
-		{"username", required_argument, NULL, O_USER},
-		{"password", required_argument, NULL, O_PASS},
-		{"qos", required_argument, NULL, O_QOS},
-		{"protocol", required_argument, NULL, O_PROTO},
-		{"duration", required_argument, NULL, O_DURATION},
-		{"prefix", required_argument, NULL, O_PREFIX},
-		{"json", no_argument, NULL, O_JSON},
-		{"size", required_argument, NULL, O_SIZE},
-		{"seed", required_argument, NULL, O_SEED},
-		{"metrics-url", required_argument, NULL, O_METRICS},
-		{"broker-pid", required_argument, NULL, O_PID},
-		{"max-loss", required_argument, NULL, O_MAXLOSS},
-		{"drain", required_argument, NULL, O_DRAIN},
-		{"publishers", required_argument, NULL, O_PUBS},
-		{"rate", required_argument, NULL, O_RATE},
-		{"subscribers", required_argument, NULL, O_SUBS},
-		{"topics", required_argument, NULL, O_TOPICS},
-		{"pub-topic", required_argument, NULL, O_PUBTOPIC},
-		{"sub-filter", required_argument, NULL, O_SUBFILTER},
-		{"clients", required_argument, NULL, O_CLIENTS},
-		{"concurrency", required_argument, NULL, O_CONC},
-		{"hold", required_argument, NULL, O_HOLD},
-		{"connect-timeout", required_argument, NULL, O_CTIMEOUT},
-		{"source", required_argument, NULL, O_SOURCE},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{ "broker", required_argument, NULL, O_BROKER },
+		{ "cafile", required_argument, NULL, O_CAFILE },
+		{ "cert", required_argument, NULL, O_CERT },
+		{ "key", required_argument, NULL, O_KEY },
+		{ "username", required_argument, NULL, O_USER },
+		{ "password", required_argument, NULL, O_PASS },
+		{ "qos", required_argument, NULL, O_QOS },
+		{ "protocol", required_argument, NULL, O_PROTO },
+		{ "duration", required_argument, NULL, O_DURATION },
+		{ "prefix", required_argument, NULL, O_PREFIX },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "size", required_argument, NULL, O_SIZE },
+		{ "seed", required_argument, NULL, O_SEED },
+		{ "metrics-url", required_argument, NULL, O_METRICS },
+		{ "broker-pid", required_argument, NULL, O_PID },
+		{ "max-loss", required_argument, NULL, O_MAXLOSS },
+		{ "drain", required_argument, NULL, O_DRAIN },
+		{ "publishers", required_argument, NULL, O_PUBS },
+		{ "rate", required_argument, NULL, O_RATE },
+		{ "subscribers", required_argument, NULL, O_SUBS },
+		{ "topics", required_argument, NULL, O_TOPICS },
+		{ "pub-topic", required_argument, NULL, O_PUBTOPIC },
+		{ "sub-filter", required_argument, NULL, O_SUBFILTER },
+		{ "clients", required_argument, NULL, O_CLIENTS },
+		{ "concurrency", required_argument, NULL, O_CONC },
+		{ "hold", required_argument, NULL, O_HOLD },
+		{ "connect-timeout", required_argument, NULL, O_CTIMEOUT },
+		{ "source", required_argument, NULL, O_SOURCE },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
-	*o = (struct bench_opts){
-		.scenario = sc, .qos = 0, .protocol = 5, .duration_ns = 10 * MQC_NS_PER_S,
-		.prefix = "mqbench", .size = 16, .seed = mqc_wall_ns(), .max_loss_pct = 100,
-		.drain_ns = 10 * MQC_NS_PER_S, .publishers = 1, .subscribers = 1, .topics = 1,
-		.rate = 1000, .clients = 1000, .concurrency = 100, .connrate = 1000,
-		.hold_ns = MQC_NS_PER_S, .connect_timeout_ns = 10 * MQC_NS_PER_S,
+	*o = (struct bench_opts) {
+		.scenario = sc,
+		.qos = 0,
+		.protocol = 5,
+		.duration_ns = 10 * MQC_NS_PER_S,
+		.prefix = "mqbench",
+		.size = 16,
+		.seed = mqc_wall_ns(),
+		.max_loss_pct = 100,
+		.drain_ns = 10 * MQC_NS_PER_S,
+		.publishers = 1,
+		.subscribers = 1,
+		.topics = 1,
+		.rate = 1000,
+		.clients = 1000,
+		.concurrency = 100,
+		.connrate = 1000,
+		.hold_ns = MQC_NS_PER_S,
+		.connect_timeout_ns = 10 * MQC_NS_PER_S,
 	};
-	bool connect_only[O_SOURCE + 1] = {0}, flow_only[O_SOURCE + 1] = {0};
+	bool connect_only[O_SOURCE + 1] = { 0 }, flow_only[O_SOURCE + 1] = { 0 };
 	connect_only[O_CLIENTS] = connect_only[O_CONC] = connect_only[O_HOLD] = true;
 	connect_only[O_CTIMEOUT] = connect_only[O_SOURCE] = true;
 	flow_only[O_PUBS] = flow_only[O_SUBS] = flow_only[O_TOPICS] = true;
@@ -143,28 +183,50 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		if (index < 0 && c != 'h')
 			snprintf(name, sizeof name, "%s", argv[optind - 1]);
 		index = -1;
-		if (c >= O_BROKER && c <= O_SOURCE &&
-		    ((connect_only[c] && sc != SC_CONNECT) || (flow_only[c] && sc == SC_CONNECT) ||
-		     (c == O_PUBS && sc == SC_FANOUT))) {
-			fprintf(stderr, "mqbench: %s does not apply to the %s scenario (see --help)\n",
-			        name, scenario_names[sc]);
+		if (c >= O_BROKER && c <= O_SOURCE
+		    && ((connect_only[c] && sc != SC_CONNECT) || (flow_only[c] && sc == SC_CONNECT)
+		        || (c == O_PUBS && sc == SC_FANOUT))) {
+			fprintf(stderr, "mqbench: %s does not apply to the %s scenario (see --help)\n", name,
+			    scenario_names[sc]);
 			return 2;
 		}
 		switch (c) {
 			case O_BROKER:
 				o->broker = optarg;
 				break;
-			case O_CAFILE: o->cafile = optarg; break;
-			case O_CERT: o->cert = optarg; break;
-			case O_KEY: o->key = optarg; break;
-			case O_USER: o->username = optarg; break;
-			case O_PASS: o->password = optarg; break;
-			case O_PREFIX: o->prefix = optarg; break;
-			case O_JSON: o->json = true; break;
-			case O_METRICS: o->metrics_url = optarg; break;
-			case O_PUBTOPIC: o->pub_topic = optarg; break;
-			case O_SUBFILTER: o->sub_filter = optarg; break;
-			case O_SOURCE: o->sources = optarg; break;
+			case O_CAFILE:
+				o->cafile = optarg;
+				break;
+			case O_CERT:
+				o->cert = optarg;
+				break;
+			case O_KEY:
+				o->key = optarg;
+				break;
+			case O_USER:
+				o->username = optarg;
+				break;
+			case O_PASS:
+				o->password = optarg;
+				break;
+			case O_PREFIX:
+				o->prefix = optarg;
+				break;
+			case O_JSON:
+				o->json = true;
+				break;
+			case O_METRICS:
+				o->metrics_url = optarg;
+				break;
+			case O_PUBTOPIC:
+				o->pub_topic = optarg;
+				break;
+			case O_SUBFILTER:
+				o->sub_filter = optarg;
+				break;
+			case O_SOURCE:
+				o->sources = optarg;
+				break;
 			case O_QOS:
 				if (mqc_parse_u64(optarg, 0, 2, &u) != 0)
 					return bad(name, optarg, "0, 1 or 2");
@@ -191,8 +253,8 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 					return 2;
 				break;
 			case O_CTIMEOUT:
-				if (parse_duration(name, optarg, &o->connect_timeout_ns) ||
-				    o->connect_timeout_ns == 0)
+				if (parse_duration(name, optarg, &o->connect_timeout_ns)
+				    || o->connect_timeout_ns == 0)
 					return bad(name, optarg, "a duration above zero");
 				break;
 			case O_SIZE:
@@ -218,12 +280,15 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 			case O_TOPICS:
 			case O_CLIENTS:
 			case O_CONC:
-				if (mqc_parse_count(optarg, 1000000, &u) != 0 || u == 0 ||
-				    (c == O_PUBS && u > 65535))
+				if (mqc_parse_count(optarg, 1000000, &u) != 0 || u == 0
+				    || (c == O_PUBS && u > 65535))
 					return bad(name, optarg, "a count above zero (k and M suffixes allowed)");
-				*(c == O_PUBS ? &o->publishers : c == O_SUBS ? &o->subscribers
-				  : c == O_TOPICS ? &o->topics : c == O_CLIENTS ? &o->clients
-				                                  : &o->concurrency) = (unsigned)u;
+				*(c == O_PUBS            ? &o->publishers
+				        : c == O_SUBS    ? &o->subscribers
+				        : c == O_TOPICS  ? &o->topics
+				        : c == O_CLIENTS ? &o->clients
+				                         : &o->concurrency)
+				    = (unsigned)u;
 				break;
 			case O_RATE: {
 				const char *v = optarg;
@@ -248,12 +313,12 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 				usage(sc);
 				return 1;
 			case ':':
-				fprintf(stderr, "mqbench: option '%s' needs a value (see --help)\n",
-				        argv[optind - 1]);
+				fprintf(
+				    stderr, "mqbench: option '%s' needs a value (see --help)\n", argv[optind - 1]);
 				return 2;
 			default:
 				fprintf(stderr, "mqbench: unknown option '%s' for %s (see --help)\n",
-				        argv[optind - 1], scenario_names[sc]);
+				    argv[optind - 1], scenario_names[sc]);
 				return 2;
 		}
 	}
@@ -304,7 +369,7 @@ int main(int argc, char **argv)
 			return rc == 1 ? 0 : rc;
 		return sc == SC_CONNECT ? bench_run_connect(&o) : bench_run_throughput(&o);
 	}
-	fprintf(stderr, "mqbench: unknown scenario '%s' (connect, throughput, fanout, merge)\n",
-	        argv[1]);
+	fprintf(
+	    stderr, "mqbench: unknown scenario '%s' (connect, throughput, fanout, merge)\n", argv[1]);
 	return 2;
 }

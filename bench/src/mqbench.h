@@ -21,16 +21,16 @@ struct bench_opts {
 	struct mqc_url url;
 	const char *cafile, *cert, *key, *username, *password;
 	int qos;
-	int protocol;           /* 4 (3.1.1) or 5 */
+	int protocol; /* 4 (3.1.1) or 5 */
 	uint64_t duration_ns;
-	const char *prefix;     /* client ids start with it */
+	const char *prefix; /* client ids start with it */
 	bool json;
 	size_t size;
 	uint64_t seed;
 	const char *metrics_url;
 	pid_t broker_pid;
-	double max_loss_pct;    /* fail above; 100 = never */
-	uint64_t drain_ns;      /* longest wait for stragglers after the last slot */
+	double max_loss_pct; /* fail above; 100 = never */
+	uint64_t drain_ns;   /* longest wait for stragglers after the last slot */
 	/* throughput / fanout */
 	unsigned publishers, subscribers, topics;
 	double rate;            /* per publisher, msg/s */
@@ -40,7 +40,7 @@ struct bench_opts {
 	unsigned clients, concurrency;
 	double connrate;
 	uint64_t hold_ns, connect_timeout_ns;
-	const char *sources;    /* "127.0.0.2-127.0.0.5" */
+	const char *sources; /* "127.0.0.2-127.0.0.5" */
 };
 
 /** Parse argv (after the scenario name). Returns 0, 1 after --help, 2 on a usage error. */

@@ -31,23 +31,22 @@ void bench_print_latency(FILE *out, const char *label, const struct mqc_hist *h)
 		return;
 	}
 	fprintf(out, "%s p50 %s p90 %s p99 %s p99.9 %s max %s\n", label,
-	        bench_fmt_ns(mqc_hist_percentile(h, 50), a, sizeof a),
-	        bench_fmt_ns(mqc_hist_percentile(h, 90), b, sizeof b),
-	        bench_fmt_ns(mqc_hist_percentile(h, 99), c, sizeof c),
-	        bench_fmt_ns(mqc_hist_percentile(h, 99.9), d, sizeof d),
-	        bench_fmt_ns(h->max, e, sizeof e));
+	    bench_fmt_ns(mqc_hist_percentile(h, 50), a, sizeof a),
+	    bench_fmt_ns(mqc_hist_percentile(h, 90), b, sizeof b),
+	    bench_fmt_ns(mqc_hist_percentile(h, 99), c, sizeof c),
+	    bench_fmt_ns(mqc_hist_percentile(h, 99.9), d, sizeof d), bench_fmt_ns(h->max, e, sizeof e));
 }
 
 void bench_json_hist(FILE *out, const char *name, const struct mqc_hist *h)
 {
 	fprintf(out,
-	        "\"%s\":{\"p50\":%llu,\"p90\":%llu,\"p99\":%llu,\"p99.9\":%llu,\"max\":%llu,"
-	        "\"mean\":%.0f,\"hist\":",
-	        name, (unsigned long long)mqc_hist_percentile(h, 50),
-	        (unsigned long long)mqc_hist_percentile(h, 90),
-	        (unsigned long long)mqc_hist_percentile(h, 99),
-	        (unsigned long long)mqc_hist_percentile(h, 99.9), (unsigned long long)h->max,
-	        mqc_hist_mean(h));
+	    "\"%s\":{\"p50\":%llu,\"p90\":%llu,\"p99\":%llu,\"p99.9\":%llu,\"max\":%llu,"
+	    "\"mean\":%.0f,\"hist\":",
+	    name, (unsigned long long)mqc_hist_percentile(h, 50),
+	    (unsigned long long)mqc_hist_percentile(h, 90),
+	    (unsigned long long)mqc_hist_percentile(h, 99),
+	    (unsigned long long)mqc_hist_percentile(h, 99.9), (unsigned long long)h->max,
+	    mqc_hist_mean(h));
 	mqc_hist_write_json(h, out);
 	fputc('}', out);
 }
@@ -73,7 +72,7 @@ static double prom_sum(const char *text, const char *name, bool *found)
 
 void bench_probe_read(const char *metrics_url, struct probe_sample *s)
 {
-	*s = (struct probe_sample){0};
+	*s = (struct probe_sample) { 0 };
 	int port = 0;
 	char path[256] = "/metrics";
 	if (!metrics_url || sscanf(metrics_url, "http://127.0.0.1:%d%255s", &port, path) < 1)
@@ -109,10 +108,12 @@ bool bench_proc_read(pid_t pid, double *cpu_seconds, double *resident_bytes)
 	const char *p = strrchr(buf, ')');
 	unsigned long ut, st;
 	long rss;
-	if (!p || sscanf(p + 2,
-	                 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d "
-	                 "%*d %*u %*u %ld",
-	                 &ut, &st, &rss) != 3)
+	if (!p
+	    || sscanf(p + 2,
+	           "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d "
+	           "%*d %*u %*u %ld",
+	           &ut, &st, &rss)
+	        != 3)
 		return false;
 	*cpu_seconds = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 	*resident_bytes = (double)rss * (double)sysconf(_SC_PAGESIZE);

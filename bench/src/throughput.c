@@ -99,8 +99,8 @@ static unsigned matching_subscribers(const struct bench *b, unsigned pub)
 
 /* --- libmosquitto callbacks (on this thread, inside loop_read/loop_write) ---------------- */
 
-static void on_connect(struct mosquitto *m, void *obj, int rc, int flags,
-                       const mosquitto_property *props)
+static void on_connect(
+    struct mosquitto *m, void *obj, int rc, int flags, const mosquitto_property *props)
 {
 	(void)flags;
 	(void)props;
@@ -108,7 +108,7 @@ static void on_connect(struct mosquitto *m, void *obj, int rc, int flags,
 	c->connack = rc;
 	if (rc != 0) {
 		fail(c->b, "CONNECT refused: %s",
-		     c->b->o->protocol == 5 ? mosquitto_reason_string(rc) : mosquitto_connack_string(rc));
+		    c->b->o->protocol == 5 ? mosquitto_reason_string(rc) : mosquitto_connack_string(rc));
 		return;
 	}
 	c->connected = true;
@@ -126,7 +126,7 @@ static void on_connect(struct mosquitto *m, void *obj, int rc, int flags,
 }
 
 static void on_subscribe(struct mosquitto *m, void *obj, int mid, int count, const int *granted,
-                         const mosquitto_property *props)
+    const mosquitto_property *props)
 {
 	(void)m;
 	(void)mid;
@@ -139,8 +139,8 @@ static void on_subscribe(struct mosquitto *m, void *obj, int mid, int count, con
 	c->ready = true;
 }
 
-static void on_publish(struct mosquitto *m, void *obj, int mid, int reason,
-                       const mosquitto_property *props)
+static void on_publish(
+    struct mosquitto *m, void *obj, int mid, int reason, const mosquitto_property *props)
 {
 	(void)m;
 	(void)mid;
@@ -179,15 +179,15 @@ static uint64_t broker_rx_ns(const mosquitto_property *props)
 }
 
 static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_message *msg,
-                       const mosquitto_property *props)
+    const mosquitto_property *props)
 {
 	(void)m;
 	struct conn *c = obj;
 	struct bench *b = c->b;
 	uint64_t now = mqc_now_ns();
 	struct bench_header h;
-	if (!bench_header_decode(msg->payload, (size_t)msg->payloadlen, &h) || h.run_id != b->run_id ||
-	    h.pub_id >= b->npubs) {
+	if (!bench_header_decode(msg->payload, (size_t)msg->payloadlen, &h) || h.run_id != b->run_id
+	    || h.pub_id >= b->npubs) {
 		b->n.foreign++; /* another run's traffic, or not ours at all */
 		return;
 	}
@@ -219,7 +219,7 @@ static void watch(struct bench *b, struct conn *c)
 	bool want = mosquitto_want_write(c->m);
 	if (want == c->out)
 		return;
-	struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0u), .data.ptr = c};
+	struct epoll_event ev = { .events = EPOLLIN | (want ? EPOLLOUT : 0u), .data.ptr = c };
 	epoll_ctl(b->ep, EPOLL_CTL_MOD, c->fd, &ev);
 	c->out = want;
 }
@@ -241,8 +241,8 @@ static int open_conn(struct bench *b, struct conn *c, const char *id)
 		fail(b, "mosquitto_new failed for %s", id);
 		return -1;
 	}
-	mosquitto_int_option(c->m, MOSQ_OPT_PROTOCOL_VERSION,
-	                     o->protocol == 5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311);
+	mosquitto_int_option(
+	    c->m, MOSQ_OPT_PROTOCOL_VERSION, o->protocol == 5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311);
 	mosquitto_int_option(c->m, MOSQ_OPT_TCP_NODELAY, 1);
 	mosquitto_int_option(c->m, MOSQ_OPT_SEND_MAXIMUM, 1000);
 	mosquitto_connect_v5_callback_set(c->m, on_connect);
@@ -253,8 +253,9 @@ static int open_conn(struct bench *b, struct conn *c, const char *id)
 	if (o->username)
 		mosquitto_username_pw_set(c->m, o->username, o->password);
 	int rc = MOSQ_ERR_SUCCESS;
-	if (o->url.tls &&
-	    (rc = mosquitto_tls_set(c->m, o->cafile, NULL, o->cert, o->key, NULL)) != MOSQ_ERR_SUCCESS) {
+	if (o->url.tls
+	    && (rc = mosquitto_tls_set(c->m, o->cafile, NULL, o->cert, o->key, NULL))
+	        != MOSQ_ERR_SUCCESS) {
 		fail(b, "TLS setup failed: %s (check --cafile, --cert, --key)", mosquitto_strerror(rc));
 		return -1;
 	}
@@ -262,12 +263,12 @@ static int open_conn(struct bench *b, struct conn *c, const char *id)
 	if (rc != MOSQ_ERR_SUCCESS) {
 		char why[128];
 		snprintf(why, sizeof why, "%s: %s", o->broker,
-		         rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
+		    rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
 		fail(b, "cannot connect to %s", why);
 		return -1;
 	}
 	c->fd = mosquitto_socket(c->m);
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 	epoll_ctl(b->ep, EPOLL_CTL_ADD, c->fd, &ev);
 	flush(b, c);
 	return 0;
@@ -312,8 +313,8 @@ static void emit(struct bench *b, uint64_t now)
 	uint64_t intended;
 	char topic[256];
 	int budget = 20000; /* then let the loop read; the rest follows at once */
-	while (budget-- > 0 && !b->n.generator_saturated &&
-	       bench_schedule_due(&b->sched, now, &pub, &seq, &intended)) {
+	while (budget-- > 0 && !b->n.generator_saturated
+	    && bench_schedule_due(&b->sched, now, &pub, &seq, &intended)) {
 		struct conn *c = &b->conns[pub];
 		uint64_t backlog = 0;
 		for (unsigned i = 0; i < b->npubs; i++)
@@ -321,21 +322,25 @@ static void emit(struct bench *b, uint64_t now)
 		if (backlog > b->backlog_limit) {
 			b->n.generator_saturated = true;
 			b->sched.next--; /* this slot was not sent */
-			fprintf(stderr, "mqbench: generator saturated: %llu messages unacknowledged; "
-			                "stopping the schedule, the rest counts as shortfall\n",
-			        (unsigned long long)backlog);
+			fprintf(stderr,
+			    "mqbench: generator saturated: %llu messages unacknowledged; "
+			    "stopping the schedule, the rest counts as shortfall\n",
+			    (unsigned long long)backlog);
 			break;
 		}
-		struct bench_header h = {.run_id = b->run_id, .pub_id = (uint16_t)pub, .seq = seq,
-		                         .intended_ns = to_wall(b, intended)};
+		struct bench_header h = { .run_id = b->run_id,
+			.pub_id = (uint16_t)pub,
+			.seq = seq,
+			.intended_ns = to_wall(b, intended) };
 		bench_header_encode(&h, b->payload);
 		uint64_t t = mqc_now_ns();
 		mqc_hist_record(&b->lag, t - intended);
 		if (b->o->size >= BENCH_HEADER_ACTUAL_SIZE)
 			bench_put_u32le(b->payload + 16, (uint32_t)((t - intended) / 1000));
 		topic_for(b, pub, topic, sizeof topic);
-		if (mosquitto_publish_v5(c->m, NULL, topic, (int)b->o->size, b->payload, b->o->qos,
-		                         false, NULL) != MOSQ_ERR_SUCCESS) {
+		if (mosquitto_publish_v5(
+		        c->m, NULL, topic, (int)b->o->size, b->payload, b->o->qos, false, NULL)
+		    != MOSQ_ERR_SUCCESS) {
 			fail(b, "publish failed on %s", "a publisher connection");
 			return;
 		}
@@ -361,14 +366,14 @@ static void progress(struct bench *b, uint64_t now, uint64_t *last_sent, uint64_
 	double t = (double)(now - b->sched.t0_ns) / 1e9;
 	char p99[24];
 	fprintf(stderr, "%6.1fs  sent %llu (%llu/s)  delivered %llu (%llu/s)  p99 %s\n", t,
-	        (unsigned long long)b->n.sent, (unsigned long long)(b->n.sent - *last_sent),
-	        (unsigned long long)d, (unsigned long long)(d - *last_deliv),
-	        bench_fmt_ns(mqc_hist_percentile(&b->lat, 99), p99, sizeof p99));
+	    (unsigned long long)b->n.sent, (unsigned long long)(b->n.sent - *last_sent),
+	    (unsigned long long)d, (unsigned long long)(d - *last_deliv),
+	    bench_fmt_ns(mqc_hist_percentile(&b->lat, 99), p99, sizeof p99));
 	struct second *grown = realloc(b->seconds, (b->nseconds + 1) * sizeof *grown);
 	if (grown) {
 		b->seconds = grown;
-		b->seconds[b->nseconds++] =
-			(struct second){t, b->n.sent, d, mqc_hist_percentile(&b->lat, 99)};
+		b->seconds[b->nseconds++]
+		    = (struct second) { t, b->n.sent, d, mqc_hist_percentile(&b->lat, 99) };
 	}
 	*last_sent = b->n.sent;
 	*last_deliv = d;
@@ -395,7 +400,7 @@ static uint64_t acked(const struct bench *b)
 }
 
 static void report(struct bench *b, const struct probe_sample *p0, const struct probe_sample *p1,
-                   double self_cpu, double broker_cpu, uint64_t elapsed)
+    double self_cpu, double broker_cpu, uint64_t elapsed)
 {
 	const struct bench_opts *o = b->o;
 	struct bench_counts *n = &b->n;
@@ -405,23 +410,23 @@ static void report(struct bench *b, const struct probe_sample *p0, const struct 
 	if (o->json) {
 		FILE *out = stdout;
 		fprintf(out, "{\"scenario\":\"%s\",\"broker\":\"%s\",\"run_id\":%u,", name, o->broker,
-		        b->run_id);
+		    b->run_id);
 		fprintf(out,
-		        "\"config\":{\"publishers\":%u,\"rate\":%.3f,\"subscribers\":%u,\"topics\":%u,"
-		        "\"qos\":%d,\"protocol\":\"%s\",\"size\":%zu,\"duration_ns\":%llu,"
-		        "\"clock\":\"CLOCK_MONOTONIC mapped to the Unix epoch at start\"},",
-		        b->npubs, o->rate, b->nsubs, o->topics, o->qos, o->protocol == 5 ? "5" : "3.1.1",
-		        o->size, (unsigned long long)o->duration_ns);
+		    "\"config\":{\"publishers\":%u,\"rate\":%.3f,\"subscribers\":%u,\"topics\":%u,"
+		    "\"qos\":%d,\"protocol\":\"%s\",\"size\":%zu,\"duration_ns\":%llu,"
+		    "\"clock\":\"CLOCK_MONOTONIC mapped to the Unix epoch at start\"},",
+		    b->npubs, o->rate, b->nsubs, o->topics, o->qos, o->protocol == 5 ? "5" : "3.1.1",
+		    o->size, (unsigned long long)o->duration_ns);
 		fprintf(out,
-		        "\"counts\":{\"scheduled\":%llu,\"sent\":%llu,\"acked\":%llu,\"expected\":%llu,"
-		        "\"delivered\":%llu,\"duplicates\":%llu,\"out_of_order\":%llu,\"loss\":%llu,"
-		        "\"shortfall\":%llu,\"foreign\":%llu,\"generator_saturated\":%s},",
-		        (unsigned long long)n->scheduled, (unsigned long long)n->sent,
-		        (unsigned long long)n->acked, (unsigned long long)n->expected,
-		        (unsigned long long)n->delivered, (unsigned long long)n->duplicates,
-		        (unsigned long long)n->out_of_order, (unsigned long long)n->loss,
-		        (unsigned long long)n->shortfall, (unsigned long long)n->foreign,
-		        n->generator_saturated ? "true" : "false");
+		    "\"counts\":{\"scheduled\":%llu,\"sent\":%llu,\"acked\":%llu,\"expected\":%llu,"
+		    "\"delivered\":%llu,\"duplicates\":%llu,\"out_of_order\":%llu,\"loss\":%llu,"
+		    "\"shortfall\":%llu,\"foreign\":%llu,\"generator_saturated\":%s},",
+		    (unsigned long long)n->scheduled, (unsigned long long)n->sent,
+		    (unsigned long long)n->acked, (unsigned long long)n->expected,
+		    (unsigned long long)n->delivered, (unsigned long long)n->duplicates,
+		    (unsigned long long)n->out_of_order, (unsigned long long)n->loss,
+		    (unsigned long long)n->shortfall, (unsigned long long)n->foreign,
+		    n->generator_saturated ? "true" : "false");
 		fprintf(out, "\"elapsed_ns\":%llu,\"latency\":{", (unsigned long long)elapsed);
 		bench_json_hist(out, "intended", &b->lat);
 		fputc(',', out);
@@ -433,37 +438,37 @@ static void report(struct bench *b, const struct probe_sample *p0, const struct 
 		fputc(',', out);
 		bench_json_hist(out, "broker_to_subscriber", &b->from_broker);
 		fprintf(out, "},\"cpu_seconds\":{\"mqbench\":%.3f,\"broker\":%.3f},\"timeline\":[",
-		        self_cpu, broker_cpu);
+		    self_cpu, broker_cpu);
 		for (size_t i = 0; i < b->nseconds; i++)
 			fprintf(out, "%s{\"t\":%.3f,\"sent\":%llu,\"delivered\":%llu,\"p99\":%llu}",
-			        i ? "," : "", b->seconds[i].t, (unsigned long long)b->seconds[i].sent,
-			        (unsigned long long)b->seconds[i].delivered,
-			        (unsigned long long)b->seconds[i].p99);
+			    i ? "," : "", b->seconds[i].t, (unsigned long long)b->seconds[i].sent,
+			    (unsigned long long)b->seconds[i].delivered, (unsigned long long)b->seconds[i].p99);
 		fprintf(out, "]");
 		if (p0->ok && p1->ok)
 			fprintf(out,
-			        ",\"probe\":{\"connects\":%.0f,\"disconnects\":%.0f,\"messages_in\":%.0f,"
-			        "\"deliveries\":%.0f,\"fanout_mean\":%.3f}",
-			        p1->connects - p0->connects, p1->disconnects - p0->disconnects,
-			        p1->messages_in - p0->messages_in, p1->deliveries - p0->deliveries,
-			        p1->fanout_count > p0->fanout_count
-			            ? (p1->fanout_sum - p0->fanout_sum) / (p1->fanout_count - p0->fanout_count)
-			            : 0.0);
+			    ",\"probe\":{\"connects\":%.0f,\"disconnects\":%.0f,\"messages_in\":%.0f,"
+			    "\"deliveries\":%.0f,\"fanout_mean\":%.3f}",
+			    p1->connects - p0->connects, p1->disconnects - p0->disconnects,
+			    p1->messages_in - p0->messages_in, p1->deliveries - p0->deliveries,
+			    p1->fanout_count > p0->fanout_count
+			        ? (p1->fanout_sum - p0->fanout_sum) / (p1->fanout_count - p0->fanout_count)
+			        : 0.0);
 		fprintf(out, "}\n");
 		return;
 	}
 	printf("%s %upub x%.0f/s -> %usub qos%d against %s\n", name, b->npubs, o->rate, b->nsubs,
-	       o->qos, o->broker);
+	    o->qos, o->broker);
 	printf("duration %.3fs   clients %u\n", secs, b->npubs + b->nsubs);
 	printf("sent %llu (%.0f/s)   delivered %llu of %llu expected   loss %.2f%%\n",
-	       (unsigned long long)n->sent, (double)n->sent / secs, (unsigned long long)n->delivered,
-	       (unsigned long long)n->expected, loss_pct);
+	    (unsigned long long)n->sent, (double)n->sent / secs, (unsigned long long)n->delivered,
+	    (unsigned long long)n->expected, loss_pct);
 	bench_print_latency(stdout, "latency", &b->lat);
-	printf("scheduled %llu   shortfall %llu   duplicates %llu   out of order %llu   foreign %llu%s\n",
-	       (unsigned long long)n->scheduled, (unsigned long long)n->shortfall,
-	       (unsigned long long)n->duplicates, (unsigned long long)n->out_of_order,
-	       (unsigned long long)n->foreign,
-	       n->generator_saturated ? "   GENERATOR SATURATED: percentiles are lower bounds" : "");
+	printf(
+	    "scheduled %llu   shortfall %llu   duplicates %llu   out of order %llu   foreign %llu%s\n",
+	    (unsigned long long)n->scheduled, (unsigned long long)n->shortfall,
+	    (unsigned long long)n->duplicates, (unsigned long long)n->out_of_order,
+	    (unsigned long long)n->foreign,
+	    n->generator_saturated ? "   GENERATOR SATURATED: percentiles are lower bounds" : "");
 	if (b->actual.count)
 		bench_print_latency(stdout, "from actual send:", &b->actual);
 	bench_print_latency(stdout, "schedule lag:", &b->lag);
@@ -473,17 +478,17 @@ static void report(struct bench *b, const struct probe_sample *p0, const struct 
 	}
 	if (p0->ok && p1->ok) {
 		double fc = p1->fanout_count - p0->fanout_count;
-		printf("broker (probe): messages in +%.0f   disconnects +%.0f", p1->messages_in - p0->messages_in,
-		       p1->disconnects - p0->disconnects);
+		printf("broker (probe): messages in +%.0f   disconnects +%.0f",
+		    p1->messages_in - p0->messages_in, p1->disconnects - p0->disconnects);
 		if (fc > 0 || p1->connects > 0)
 			printf("   connects +%.0f   deliveries +%.0f   fan-out %.2f",
-			       p1->connects - p0->connects, p1->deliveries - p0->deliveries,
-			       fc > 0 ? (p1->fanout_sum - p0->fanout_sum) / fc : 0.0);
+			    p1->connects - p0->connects, p1->deliveries - p0->deliveries,
+			    fc > 0 ? (p1->fanout_sum - p0->fanout_sum) / fc : 0.0);
 		printf("\n");
 	}
 	if (n->sent)
 		printf("cpu per message sent: mqbench %.2fus%s", self_cpu / (double)n->sent * 1e6,
-		       broker_cpu > 0 ? "" : "\n");
+		    broker_cpu > 0 ? "" : "\n");
 	if (n->sent && broker_cpu > 0)
 		printf("   broker %.2fus\n", broker_cpu / (double)n->sent * 1e6);
 }
@@ -492,8 +497,8 @@ static double self_cpu_seconds(void)
 {
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6
+	    + (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
 static double broker_cpu_seconds(const struct bench_opts *o)
@@ -508,7 +513,7 @@ static double broker_cpu_seconds(const struct bench_opts *o)
 
 int bench_run_throughput(const struct bench_opts *o)
 {
-	struct bench b = {.o = o, .npubs = o->publishers, .nsubs = o->subscribers};
+	struct bench b = { .o = o, .npubs = o->publishers, .nsubs = o->subscribers };
 	int rc = 1;
 	mosquitto_lib_init();
 	srand((unsigned)o->seed);
@@ -520,9 +525,9 @@ int bench_run_throughput(const struct bench_opts *o)
 	double total_rate = o->rate * b.npubs;
 	uint64_t per_pub = (uint64_t)((double)o->duration_ns / 1e9 * o->rate) + 2;
 	b.streams = calloc((size_t)b.npubs * b.nsubs, sizeof *b.streams);
-	if (!b.conns || !b.payload || !b.streams || per_pub > UINT32_MAX ||
-	    mqc_hist_init(&b.lat, 10) || mqc_hist_init(&b.actual, 10) || mqc_hist_init(&b.lag, 10) ||
-	    mqc_hist_init(&b.to_broker, 10) || mqc_hist_init(&b.from_broker, 10)) {
+	if (!b.conns || !b.payload || !b.streams || per_pub > UINT32_MAX || mqc_hist_init(&b.lat, 10)
+	    || mqc_hist_init(&b.actual, 10) || mqc_hist_init(&b.lag, 10)
+	    || mqc_hist_init(&b.to_broker, 10) || mqc_hist_init(&b.from_broker, 10)) {
 		fprintf(stderr, "mqbench: out of memory for this run\n");
 		return 1;
 	}
@@ -549,7 +554,7 @@ int bench_run_throughput(const struct bench_opts *o)
 		c->index = c->publisher ? i : i - b.npubs;
 		char id[128];
 		snprintf(id, sizeof id, "%s-%s-%u-%u", o->prefix, c->publisher ? "pub" : "sub", b.run_id,
-		         c->index);
+		    c->index);
 		open_conn(&b, c, id);
 	}
 	uint64_t deadline = mqc_now_ns() + 30 * MQC_NS_PER_S;
@@ -568,15 +573,15 @@ int bench_run_throughput(const struct bench_opts *o)
 	double self0 = self_cpu_seconds(), broker0 = broker_cpu_seconds(o);
 	b.mono0 = mqc_now_ns();
 	b.wall0 = mqc_wall_ns();
-	bench_schedule_init(&b.sched, b.mono0 + 10 * MQC_NS_PER_MS, total_rate, o->duration_ns,
-	                    b.npubs);
+	bench_schedule_init(
+	    &b.sched, b.mono0 + 10 * MQC_NS_PER_MS, total_rate, o->duration_ns, b.npubs);
 	b.n.scheduled = b.sched.total_slots;
 	uint64_t next_tick = b.sched.t0_ns + MQC_NS_PER_S, last_sent = 0, last_deliv = 0;
 	b.last_delivery = mqc_now_ns();
 
 	/* The schedule. */
-	while (!b.failure[0] && !interrupted && !b.n.generator_saturated &&
-	       bench_schedule_next_time(&b.sched) != UINT64_MAX) {
+	while (!b.failure[0] && !interrupted && !b.n.generator_saturated
+	    && bench_schedule_next_time(&b.sched) != UINT64_MAX) {
 		uint64_t now = mqc_now_ns();
 		emit(&b, now);
 		if (now >= next_tick) {
@@ -610,7 +615,7 @@ int bench_run_throughput(const struct bench_opts *o)
 		mosquitto_disconnect(b.conns[i].m);
 		mosquitto_loop_write(b.conns[i].m, 1);
 	}
-	nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL); /* let the probe see them go */
+	nanosleep(&(struct timespec) { .tv_nsec = 100000000 }, NULL); /* let the probe see them go */
 	bench_probe_read(o->metrics_url, &p1);
 
 	b.n.acked = o->qos ? acked(&b) : 0;
@@ -632,12 +637,13 @@ int bench_run_throughput(const struct bench_opts *o)
 	else if (b.n.sent == 0)
 		fprintf(stderr, "mqbench: nothing was sent\n");
 	else if (b.n.delivered == 0 && b.n.expected > 0)
-		fprintf(stderr, "mqbench: nothing was delivered (%llu expected): check the ACL, the "
-		                "topics and --sub-filter\n",
-		        (unsigned long long)b.n.expected);
+		fprintf(stderr,
+		    "mqbench: nothing was delivered (%llu expected): check the ACL, the "
+		    "topics and --sub-filter\n",
+		    (unsigned long long)b.n.expected);
 	else if (loss_pct > o->max_loss_pct)
-		fprintf(stderr, "mqbench: loss %.2f%% is above --max-loss %.2f%%\n", loss_pct,
-		        o->max_loss_pct);
+		fprintf(
+		    stderr, "mqbench: loss %.2f%% is above --max-loss %.2f%%\n", loss_pct, o->max_loss_pct);
 	else if (!interrupted)
 		rc = 0;
 out:

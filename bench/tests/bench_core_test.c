@@ -10,12 +10,15 @@
 static void header_round_trips_little_endian(void **state)
 {
 	(void)state;
-	struct bench_header h = {.run_id = 0x1234, .pub_id = 0xbeef, .seq = 0xa1b2c3d4,
-	                         .intended_ns = 0x0102030405060708ULL}, back;
+	struct bench_header h = { .run_id = 0x1234,
+		.pub_id = 0xbeef,
+		.seq = 0xa1b2c3d4,
+		.intended_ns = 0x0102030405060708ULL },
+	                    back;
 	unsigned char buf[16];
 	bench_header_encode(&h, buf);
-	static const unsigned char expected[16] = {0x34, 0x12, 0xef, 0xbe, 0xd4, 0xc3, 0xb2, 0xa1,
-	                                           0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01};
+	static const unsigned char expected[16] = { 0x34, 0x12, 0xef, 0xbe, 0xd4, 0xc3, 0xb2, 0xa1,
+		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01 };
 	assert_memory_equal(buf, expected, 16);
 	assert_true(bench_header_decode(buf, 16, &back));
 	assert_int_equal(back.run_id, h.run_id);

@@ -106,6 +106,21 @@ fi
 expect_counts "through the responder" "$tmp/acc.json" 200 200
 kill "$responder_pid"; wait "$responder_pid" 2>/dev/null; responder_pid=""
 
+# --- connect ------------------------------------------------------------------------------------
+"$MQB" connect --broker "$MQTT_URL" "${auth[@]}" --clients 500 --rate 2000 --hold 0.5s --json \
+  --metrics-url "$METRICS_URL" --broker-pid "$BROKER_PID" --source 127.0.0.2-127.0.0.3 \
+  >"$tmp/c.json" 2>"$tmp/c.err" || fail "connect: $(cat "$tmp/c.err")"
+if [ "$(json "$tmp/c.json" connected)" = 500 ] && [ "$(json "$tmp/c.json" failed)" = 0 ] &&
+   grep -q '"probe":{"connects":500,"disconnects":500}' "$tmp/c.json" &&
+   grep -q '"cpu_peak_pct":[1-9]' "$tmp/c.json"; then
+  pass "connect: 500 of 500 from 2 source addresses, the probe saw 500 connects and 500 disconnects"
+else
+  fail "connect: $(head -c 600 "$tmp/c.json") $(cat "$tmp/c.err")"
+fi
+"$MQB" connect --broker "$MQTTS_URL" --cafile "$CA_FILE" "${auth[@]}" --clients 50 --rate 500 \
+  --hold 0.2s --json >"$tmp/ct.json" 2>"$tmp/ct.err" || fail "TLS connect: $(cat "$tmp/ct.err")"
+[ "$(json "$tmp/ct.json" connected)" = 50 ] && pass "connect over TLS: 50 of 50" || fail "TLS connect"
+
 # --- failing loudly ---------------------------------------------------------------------------
 expect_exit() { # status needle -- command
   local want=$1 needle=$2; shift 3
@@ -124,6 +139,11 @@ expect_exit 1 "cannot connect to mqtt://127.0.0.1:1" -- "$MQB" throughput --brok
 expect_exit 1 "CONNECT refused" -- "$MQB" throughput --broker "$MQTT_URL" --username "$MQTT_USERNAME" --password wrong --duration 1s
 expect_exit 1 "nothing was delivered" -- "$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --duration 1s \
   --pub-topic nowhere/a --sub-filter nowhere/b --drain 1s
+expect_exit 1 "connections failed: refused 20" -- "$MQB" connect --broker mqtt://127.0.0.1:1 --clients 20
+expect_exit 1 "connections failed: connack 5" -- "$MQB" connect --broker "$MQTT_URL" --username "$MQTT_USERNAME" --password wrong --clients 5 --hold 0s
+expect_exit 1 "connections failed: tls 3" -- "$MQB" connect --broker "$MQTTS_URL" --cafile "$CLIENT_CERT" "${auth[@]}" --clients 3
+expect_exit 1 "file descriptors; the limit here is" -- "$MQB" connect --broker "$MQTT_URL" --clients 1000000
+expect_exit 2 "--clients does not apply to the throughput scenario" -- "$MQB" throughput --broker "$MQTT_URL" --clients 5
 for sc in connect throughput fanout; do
   "$MQB" $sc --help | grep -q -- "--broker URL" && pass "$sc --help" || fail "$sc --help"
 done
