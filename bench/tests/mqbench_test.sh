@@ -17,6 +17,13 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
+expect_exit() { # status needle -- command
+  local want=$1 needle=$2; shift 3
+  "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  local got=$?
+  if [ $got -eq "$want" ] && grep -qF -- "$needle" "$tmp/err"; then pass "$needle (exit $got)"
+  else fail "$*: exit $got (want $want), stderr: $(head -c 300 "$tmp/err")"; fi
+}
 # json FILE KEY: the first numeric value of "KEY": in a one-line JSON document.
 json() { grep -o "\"$2\":[0-9.]*" "$1" | head -n 1 | cut -d: -f2; }
 # hist FILE NAME FIELD: a field of a latency histogram ("intended", "p99")
@@ -71,6 +78,39 @@ expect_counts "QoS 2 over MQTT 3.1.1" "$tmp/q2.json" 300 600
   --json >"$tmp/tls.json" 2>"$tmp/tls.err" || fail "TLS: $(cat "$tmp/tls.err")"
 expect_counts "over TLS" "$tmp/tls.json" 200 200
 
+# --- connect ------------------------------------------------------------------------------------
+"$MQB" connect --broker "$MQTT_URL" "${auth[@]}" --clients 500 --rate 2000 --hold 0.5s --json \
+  --metrics-url "$METRICS_URL" --broker-pid "$BROKER_PID" --source 127.0.0.2-127.0.0.3 \
+  >"$tmp/c.json" 2>"$tmp/c.err" || fail "connect: $(cat "$tmp/c.err")"
+if [ "$(json "$tmp/c.json" connected)" = 500 ] && [ "$(json "$tmp/c.json" failed)" = 0 ] &&
+   grep -q '"probe":{"connects":500,"disconnects":500}' "$tmp/c.json" &&
+   grep -q '"cpu_peak_pct":[1-9]' "$tmp/c.json"; then
+  pass "connect: 500 of 500 from 2 source addresses, the probe saw 500 connects and 500 disconnects"
+else
+  fail "connect: $(head -c 600 "$tmp/c.json") $(cat "$tmp/c.err")"
+fi
+"$MQB" connect --broker "$MQTTS_URL" --cafile "$CA_FILE" "${auth[@]}" --clients 50 --rate 500 \
+  --hold 0.2s --json >"$tmp/ct.json" 2>"$tmp/ct.err" || fail "TLS connect: $(cat "$tmp/ct.err")"
+[ "$(json "$tmp/ct.json" connected)" = 50 ] && pass "connect over TLS: 50 of 50" || fail "TLS connect"
+
+# --- merge: two "pods" with distinct prefixes -------------------------------------------------
+for pod in a b; do
+  "$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --rate 300 --subscribers 2 --duration 1s \
+    --prefix "pod-$pod" --json >"$tmp/pod-$pod.json" 2>/dev/null &
+done
+wait
+"$MQB" merge --json "$tmp/pod-a.json" "$tmp/pod-b.json" >"$tmp/merged.json" 2>"$tmp/merge.err" \
+  || fail "merge: $(cat "$tmp/merge.err")"
+count_a=$(grep -o '"intended":{[^}]*"count":[0-9]*' "$tmp/pod-a.json" | grep -o '"count":[0-9]*$' | cut -d: -f2)
+count_m=$(grep -o '"intended":{[^}]*"count":[0-9]*' "$tmp/merged.json" | grep -o '"count":[0-9]*$' | cut -d: -f2)
+if grep -q '"merged":2' "$tmp/merged.json" && [ "$(json "$tmp/merged.json" delivered)" = 1200 ] &&
+   [ "$count_m" = $((count_a * 2)) ]; then
+  pass "merge: 2 results, 1200 deliveries, histogram counts added ($count_m samples)"
+else
+  fail "merge: $(head -c 400 "$tmp/merged.json")"
+fi
+expect_exit 1 "is a connect result" -- "$MQB" merge "$tmp/pod-a.json" "$tmp/c.json"
+
 # --- coordinated omission: a 500 ms broker stall must show up in the tail --------------------
 "$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --rate 1000 --duration 3s --qos 1 --json \
   >"$tmp/co.json" 2>"$tmp/co.err" &
@@ -106,29 +146,7 @@ fi
 expect_counts "through the responder" "$tmp/acc.json" 200 200
 kill "$responder_pid"; wait "$responder_pid" 2>/dev/null; responder_pid=""
 
-# --- connect ------------------------------------------------------------------------------------
-"$MQB" connect --broker "$MQTT_URL" "${auth[@]}" --clients 500 --rate 2000 --hold 0.5s --json \
-  --metrics-url "$METRICS_URL" --broker-pid "$BROKER_PID" --source 127.0.0.2-127.0.0.3 \
-  >"$tmp/c.json" 2>"$tmp/c.err" || fail "connect: $(cat "$tmp/c.err")"
-if [ "$(json "$tmp/c.json" connected)" = 500 ] && [ "$(json "$tmp/c.json" failed)" = 0 ] &&
-   grep -q '"probe":{"connects":500,"disconnects":500}' "$tmp/c.json" &&
-   grep -q '"cpu_peak_pct":[1-9]' "$tmp/c.json"; then
-  pass "connect: 500 of 500 from 2 source addresses, the probe saw 500 connects and 500 disconnects"
-else
-  fail "connect: $(head -c 600 "$tmp/c.json") $(cat "$tmp/c.err")"
-fi
-"$MQB" connect --broker "$MQTTS_URL" --cafile "$CA_FILE" "${auth[@]}" --clients 50 --rate 500 \
-  --hold 0.2s --json >"$tmp/ct.json" 2>"$tmp/ct.err" || fail "TLS connect: $(cat "$tmp/ct.err")"
-[ "$(json "$tmp/ct.json" connected)" = 50 ] && pass "connect over TLS: 50 of 50" || fail "TLS connect"
-
 # --- failing loudly ---------------------------------------------------------------------------
-expect_exit() { # status needle -- command
-  local want=$1 needle=$2; shift 3
-  "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
-  local got=$?
-  if [ $got -eq "$want" ] && grep -qF -- "$needle" "$tmp/err"; then pass "$needle (exit $got)"
-  else fail "$*: exit $got (want $want), stderr: $(head -c 300 "$tmp/err")"; fi
-}
 expect_exit 2 "unknown option '--bogus'" -- "$MQB" throughput --broker "$MQTT_URL" --bogus
 expect_exit 2 "--qos: expected 0, 1 or 2" -- "$MQB" throughput --broker "$MQTT_URL" --qos 3
 expect_exit 2 "--rate: expected" -- "$MQB" fanout --broker "$MQTT_URL" --rate fast
