@@ -363,6 +363,8 @@ int main(int argc, char **argv)
 	prctl(PR_SET_TIMERSLACK, 1000UL);
 	if (strcmp(argv[1], "merge") == 0)
 		return bench_merge(argc - 1, argv + 1);
+	if (strcmp(argv[1], "report") == 0)
+		return bench_report(argc - 1, argv + 1);
 	for (int sc = 0; sc < 3; sc++) {
 		if (strcmp(argv[1], scenario_names[sc]) != 0)
 			continue;
@@ -372,7 +374,7 @@ int main(int argc, char **argv)
 			return rc == 1 ? 0 : rc;
 		return sc == SC_CONNECT ? bench_run_connect(&o) : bench_run_throughput(&o);
 	}
-	fprintf(
-	    stderr, "mqbench: unknown scenario '%s' (connect, throughput, fanout, merge)\n", argv[1]);
+	fprintf(stderr, "mqbench: unknown scenario '%s' (connect, throughput, fanout, merge, report)\n",
+	    argv[1]);
 	return 2;
 }

@@ -22,7 +22,7 @@ struct merged {
 	int nhists;
 };
 
-static char *slurp(const char *path)
+char *bench_slurp(const char *path)
 {
 	FILE *f = fopen(path, "r");
 	if (!f)
@@ -47,6 +47,33 @@ static char *slurp(const char *path)
 	return buf;
 }
 
+int bench_hist_from_json(const cJSON *h, struct mqc_hist *out)
+{
+	const cJSON *bits = cJSON_GetObjectItem(h, "sub_bits"),
+	            *buckets = cJSON_GetObjectItem(h, "buckets");
+	if (!cJSON_IsNumber(bits) || !cJSON_IsArray(buckets)
+	    || mqc_hist_init(out, (unsigned)bits->valuedouble) != 0)
+		return -1;
+	const cJSON *b;
+	cJSON_ArrayForEach(b, buckets)
+	{
+		const cJSON *idx = cJSON_GetArrayItem(b, 0), *count = cJSON_GetArrayItem(b, 1);
+		if (!cJSON_IsNumber(idx) || !cJSON_IsNumber(count) || idx->valuedouble < 0
+		    || (size_t)idx->valuedouble >= out->nbuckets) {
+			mqc_hist_free(out);
+			return -1;
+		}
+		out->counts[(size_t)idx->valuedouble] = (uint64_t)count->valuedouble;
+	}
+	out->count = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "count"));
+	out->overflow = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "overflow"));
+	out->sum = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "sum"));
+	out->max = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "max"));
+	out->min
+	    = out->count ? (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "min")) : UINT64_MAX;
+	return 0;
+}
+
 static int add_hist(struct merged *m, const char *name, const cJSON *h, const char *path)
 {
 	const cJSON *bits = cJSON_GetObjectItem(h, "sub_bits"),
@@ -67,26 +94,10 @@ static int add_hist(struct merged *m, const char *name, const cJSON *h, const ch
 		m->nhists++;
 	}
 	struct mqc_hist one;
-	if (mqc_hist_init(&one, (unsigned)bits->valuedouble) != 0)
+	if (bench_hist_from_json(h, &one) != 0) {
+		fprintf(stderr, "mqbench merge: %s: bad buckets in '%s'\n", path, name);
 		return -1;
-	const cJSON *b;
-	cJSON_ArrayForEach(b, buckets)
-	{
-		const cJSON *idx = cJSON_GetArrayItem(b, 0), *count = cJSON_GetArrayItem(b, 1);
-		if (!cJSON_IsNumber(idx) || !cJSON_IsNumber(count) || idx->valuedouble < 0
-		    || (size_t)idx->valuedouble >= one.nbuckets) {
-			fprintf(stderr, "mqbench merge: %s: bad bucket in '%s'\n", path, name);
-			mqc_hist_free(&one);
-			return -1;
-		}
-		one.counts[(size_t)idx->valuedouble] = (uint64_t)count->valuedouble;
 	}
-	one.count = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "count"));
-	one.overflow = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "overflow"));
-	one.sum = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "sum"));
-	one.max = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "max"));
-	one.min
-	    = one.count ? (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "min")) : UINT64_MAX;
 	int rc = mqc_hist_merge(&m->hists[i], &one);
 	mqc_hist_free(&one);
 	if (rc != 0)
@@ -96,7 +107,7 @@ static int add_hist(struct merged *m, const char *name, const cJSON *h, const ch
 
 static int add_file(struct merged *m, const char *path)
 {
-	char *text = slurp(path);
+	char *text = bench_slurp(path);
 	if (!text) {
 		fprintf(stderr, "mqbench merge: cannot read %s\n", path);
 		return -1;

@@ -49,6 +49,14 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 int bench_run_throughput(const struct bench_opts *o);
 int bench_run_connect(const struct bench_opts *o);
 int bench_merge(int argc, char **argv);
+int bench_report(int argc, char **argv);
+
+/** A whole file as a NUL-terminated string (malloc), or NULL. */
+char *bench_slurp(const char *path);
+
+struct cJSON;
+/** Rebuild a histogram from the "hist" object of a --json result. Returns 0 or -1. */
+int bench_hist_from_json(const struct cJSON *h, struct mqc_hist *out);
 
 /* --- the broker's side ------------------------------------------------------------------- */
 

@@ -111,6 +111,16 @@ else
 fi
 expect_exit 1 "is a connect result" -- "$MQB" merge "$tmp/pod-a.json" "$tmp/c.json"
 
+"$MQB" report "$tmp/pod-a.json" "$tmp/c.json" >"$tmp/report.html" 2>"$tmp/report.err" \
+  || fail "report: $(cat "$tmp/report.err")"
+if [ "$(grep -c '<svg' "$tmp/report.html")" = 2 ] && grep -q '</html>' "$tmp/report.html" &&
+   ! grep -qE 'https?://[^"]*\.(js|css)' "$tmp/report.html"; then
+  pass "report: one self-contained page with 2 charts"
+else
+  fail "report: $(head -c 300 "$tmp/report.html")"
+fi
+expect_exit 1 "is not an mqbench --json result" -- "$MQB" report "$tmp/env"
+
 # --- coordinated omission: a 500 ms broker stall must show up in the tail --------------------
 "$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --rate 1000 --duration 3s --qos 1 --json \
   >"$tmp/co.json" 2>"$tmp/co.err" &
