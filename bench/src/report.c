@@ -10,15 +10,14 @@
 
 #include "mqbench.h"
 
-#define W 760
-#define H 360
-#define PAD 70   /* left and bottom */
-#define RPAD 40  /* right */
+#define W        760
+#define H        360
+#define PAD      70 /* left and bottom */
+#define RPAD     40 /* right */
 #define MAX_RUNS 12
 
-static const char *const colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
-                                      "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
-                                      "#393b79", "#637939"};
+static const char *const colours[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+	"#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939" };
 
 struct run {
 	const char *name;
@@ -64,25 +63,25 @@ static void percentile_svg(struct run *runs, int n)
 		yhi = ylo + 1;
 	printf("<svg width=\"%d\" height=\"%d\" xmlns=\"http://www.w3.org/2000/svg\" "
 	       "font-family=\"sans-serif\" font-size=\"11\">\n",
-	       W, H);
+	    W, H);
 	printf("<rect x=\"%d\" y=\"10\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>\n",
-	       PAD, W - PAD - RPAD, H - PAD - 10);
-	static const char *xl[] = {"p0", "p90", "p99", "p99.9", "p99.99", "p99.999"};
+	    PAD, W - PAD - RPAD, H - PAD - 10);
+	static const char *xl[] = { "p0", "p90", "p99", "p99.9", "p99.99", "p99.999" };
 	for (int i = 0; i <= 5; i++) {
 		double x = PAD + (W - PAD - RPAD) * i / 5.0;
 		printf("<line x1=\"%.1f\" y1=\"10\" x2=\"%.1f\" y2=\"%d\" stroke=\"#eee\"/>"
 		       "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
-		       x, x, H - PAD, x, H - PAD + 15, xl[i]);
+		    x, x, H - PAD, x, H - PAD + 15, xl[i]);
 	}
 	for (double e = ylo; e <= yhi; e++) {
 		double y = H - PAD - (H - PAD - 10) * (e - ylo) / (yhi - ylo);
-		static const char *const units[] = {"ns", "us", "ms", "s"};
+		static const char *const units[] = { "ns", "us", "ms", "s" };
 		int exp10 = (int)e, unit = exp10 / 3 > 3 ? 3 : exp10 / 3;
 		char label[24];
 		snprintf(label, sizeof label, "%.0f%s", pow(10, exp10 - 3 * unit), units[unit]);
 		printf("<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>"
 		       "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-		       PAD, y, W - RPAD, y, PAD - 4, y + 4, label);
+		    PAD, y, W - RPAD, y, PAD - 4, y + 4, label);
 	}
 	printf("<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">percentile</text>\n", W / 2, H - 15);
 	for (int r = 0; r < n; r++) {
@@ -120,19 +119,19 @@ static void timeline_svg(struct run *runs, int n)
 	}
 	printf("<svg width=\"%d\" height=\"%d\" xmlns=\"http://www.w3.org/2000/svg\" "
 	       "font-family=\"sans-serif\" font-size=\"11\">\n",
-	       W, H);
+	    W, H);
 	printf("<rect x=\"%d\" y=\"10\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>\n",
-	       PAD, W - PAD - RPAD, H - PAD - 10);
+	    PAD, W - PAD - RPAD, H - PAD - 10);
 	for (int i = 0; i <= 4; i++) {
 		double y = H - PAD - (H - PAD - 10) * i / 4.0;
 		printf("<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.0f/s</text>\n", PAD - 4, y + 4,
-		       rmax * i / 4);
+		    rmax * i / 4);
 		double x = PAD + (W - PAD - RPAD) * i / 4.0;
 		printf("<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.1fs</text>\n", x, H - PAD + 15,
-		       tmax * i / 4);
+		    tmax * i / 4);
 	}
 	printf("<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">deliveries per second</text>\n", W / 2,
-	       H - 15);
+	    H - 15);
 	for (int r = 0; r < n; r++) {
 		const cJSON *tl = cJSON_GetObjectItem(runs[r].doc, "timeline"), *p;
 		printf("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", colours[r]);
@@ -143,7 +142,7 @@ static void timeline_svg(struct run *runs, int n)
 			double d = cJSON_GetNumberValue(cJSON_GetObjectItem(p, "delivered"));
 			if (t > prev_t)
 				printf("%.1f,%.1f ", PAD + (W - PAD - RPAD) * t / tmax,
-				       H - PAD - (H - PAD - 10) * ((d - prev_d) / (t - prev_t)) / rmax);
+				    H - PAD - (H - PAD - 10) * ((d - prev_d) / (t - prev_t)) / rmax);
 			prev_t = t;
 			prev_d = d;
 		}
@@ -154,14 +153,14 @@ static void timeline_svg(struct run *runs, int n)
 
 int bench_report(int argc, char **argv)
 {
-	struct run runs[MAX_RUNS] = {0};
+	struct run runs[MAX_RUNS] = { 0 };
 	int n = 0, rc = 0;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			printf("Usage: mqbench report RESULT.json... > report.html\n"
 			       "Latency percentile curves and deliveries per second of up to %d --json "
 			       "results, as one self-contained HTML page.\n",
-			       MAX_RUNS);
+			    MAX_RUNS);
 			return 0;
 		}
 		if (argv[i][0] == '-') {
@@ -187,8 +186,8 @@ int bench_report(int argc, char **argv)
 		const cJSON *main = cJSON_GetObjectItem(lat, "intended");
 		if (!main)
 			main = cJSON_GetObjectItem(lat, "connack");
-		runs[n].has_lat = main && bench_hist_from_json(cJSON_GetObjectItem(main, "hist"),
-		                                               &runs[n].lat) == 0;
+		runs[n].has_lat
+		    = main && bench_hist_from_json(cJSON_GetObjectItem(main, "hist"), &runs[n].lat) == 0;
 		n++;
 	}
 	if (rc == 0 && n == 0) {
@@ -209,19 +208,20 @@ int bench_report(int argc, char **argv)
 			printf("<tr><td style=\"color:%s\">&#9632; ", colours[r]);
 			escape(runs[r].name);
 			printf("</td><td>");
-			const char *scenario = cJSON_GetStringValue(cJSON_GetObjectItem(runs[r].doc, "scenario"));
+			const char *scenario
+			    = cJSON_GetStringValue(cJSON_GetObjectItem(runs[r].doc, "scenario"));
 			escape(scenario ? scenario : "?");
 			double sent = cJSON_GetNumberValue(cJSON_GetObjectItem(counts, "sent"));
 			double del = cJSON_GetNumberValue(cJSON_GetObjectItem(counts, "delivered"));
 			double exp = cJSON_GetNumberValue(cJSON_GetObjectItem(counts, "expected"));
 			printf("</td><td>%.0f</td><td>%.0f / %.0f</td>", isnan(sent) ? 0 : sent,
-			       isnan(del) ? 0 : del, isnan(exp) ? 0 : exp);
+			    isnan(del) ? 0 : del, isnan(exp) ? 0 : exp);
 			if (runs[r].has_lat)
 				printf("<td>%s</td><td>%s</td><td>%s</td><td>%s</td>",
-				       bench_fmt_ns(mqc_hist_percentile(&runs[r].lat, 50), a, sizeof a),
-				       bench_fmt_ns(mqc_hist_percentile(&runs[r].lat, 99), b, sizeof b),
-				       bench_fmt_ns(mqc_hist_percentile(&runs[r].lat, 99.9), c, sizeof c),
-				       bench_fmt_ns(runs[r].lat.max, d, sizeof d));
+				    bench_fmt_ns(mqc_hist_percentile(&runs[r].lat, 50), a, sizeof a),
+				    bench_fmt_ns(mqc_hist_percentile(&runs[r].lat, 99), b, sizeof b),
+				    bench_fmt_ns(mqc_hist_percentile(&runs[r].lat, 99.9), c, sizeof c),
+				    bench_fmt_ns(runs[r].lat.max, d, sizeof d));
 			printf("</tr>\n");
 		}
 		printf("</table>\n<h2>Latency by percentile (from the intended send time; connect: "
