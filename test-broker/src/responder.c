@@ -156,8 +156,10 @@ static void hold_reply(struct responder *r, uint64_t due, const char *topic, con
 		}
 	}
 	memcpy(s->data, topic, topic_len + 1);
-	memcpy(s->data + topic_len + 1, corr, (size_t)corr_len);
-	memcpy(s->data + topic_len + 1 + corr_len, payload, (size_t)payload_len);
+	if (corr_len > 0) /* legacy requests have no correlation data: corr is NULL */
+		memcpy(s->data + topic_len + 1, corr, (size_t)corr_len);
+	if (payload_len > 0)
+		memcpy(s->data + topic_len + 1 + corr_len, payload, (size_t)payload_len);
 	s->due = due;
 	s->copies = plan->copies;
 	s->stray = plan->stray;

@@ -165,9 +165,20 @@ static void legacy_request_gets_reply_on_templated_topic(void **state)
 	assert_string_equal(m->topic, "gate-replies/g7/open");
 	assert_string_equal(m->payload, "go");
 	tb_message_free(m);
+	/* A delayed legacy reply (no correlation data to copy: UBSan once caught memcpy(NULL)). */
+	struct responder slow = start_responder(
+	    "--filter", "slowgate/+/cmd/+", "--protocol", "3.1.1", "--delay", "30ms", NULL);
+	assert_int_equal(tb_client_subscribe(c, "slowgate/g1/cmd/open/reply", 0, 0, NULL), 0);
+	assert_int_equal(tb_client_publish(c, "slowgate/g1/cmd/open", "", 0, 0, false, NULL), 0);
+	m = tb_client_receive(c, 5000);
+	assert_non_null(m);
+	assert_string_equal(m->topic, "slowgate/g1/cmd/open/reply");
+	assert_int_equal(m->payloadlen, 0);
+	tb_message_free(m);
 	tb_client_destroy(c);
 	assert_int_equal(stop_responder(&def).replies, 1);
 	assert_int_equal(stop_responder(&custom).replies, 1);
+	assert_int_equal(stop_responder(&slow).replies, 1);
 }
 
 static void delay_holds_every_reply(void **state)
