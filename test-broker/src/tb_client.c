@@ -88,7 +88,8 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 	copy->payloadlen = msg->payloadlen;
 	copy->payload = malloc((size_t)msg->payloadlen + 1);
 	if (copy->payload) {
-		memcpy(copy->payload, msg->payload, (size_t)msg->payloadlen);
+		if (msg->payloadlen > 0) /* an empty payload's pointer is NULL */
+			memcpy(copy->payload, msg->payload, (size_t)msg->payloadlen);
 		((char *)copy->payload)[msg->payloadlen] = '\0';
 	}
 	copy->qos = msg->qos;
