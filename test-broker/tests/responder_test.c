@@ -15,94 +15,6 @@
 #include "tb_internal.h"
 #include "tb_test_util.h"
 
-struct responder {
-	pid_t pid;
-	char log[64];
-};
-
-static bool log_contains(const char *path, const char *needle)
-{
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return false;
-	char line[1024];
-	bool found = false;
-	while (!found && fgets(line, sizeof line, f))
-		found = strstr(line, needle) != NULL;
-	fclose(f);
-	return found;
-}
-
-/* Start the responder with extra arguments (NULL-terminated) and wait for RESPONDER_READY. */
-static struct responder start_responder(const char *first, ...)
-{
-	const struct tb_info *info = tb_test_info();
-	struct responder r;
-	snprintf(r.log, sizeof r.log, "/tmp/responder-test-XXXXXX");
-	int fd = mkstemp(r.log);
-	assert_true(fd >= 0);
-	close(fd);
-	const char *args[40] = { RESPONDER_PATH, "--broker", info->mqtt_url, "--username",
-		info->username, "--password", info->password };
-	int argc = 7;
-	va_list ap;
-	va_start(ap, first);
-	for (const char *a = first; a && argc < 39; a = va_arg(ap, const char *))
-		args[argc++] = a;
-	va_end(ap);
-	char *argv[40] = { NULL };
-	for (int i = 0; i < argc; i++)
-		argv[i] = strdup(args[i]);
-	char err[256];
-	r.pid = tb__spawn(argv, r.log, NULL, err, sizeof err);
-	for (int i = 0; i < argc; i++)
-		free(argv[i]);
-	if (r.pid < 0)
-		fail_msg("spawn responder: %s", err);
-	uint64_t deadline = mqc_now_ns() + 5 * MQC_NS_PER_S;
-	while (!log_contains(r.log, "RESPONDER_READY")) {
-		int status;
-		if (waitpid(r.pid, &status, WNOHANG) == r.pid || mqc_now_ns() > deadline) {
-			char cmd[128];
-			snprintf(cmd, sizeof cmd, "cat %s >&2", r.log);
-			if (system(cmd) != 0)
-				fprintf(stderr, "(no responder log)\n");
-			fail_msg("responder did not become ready");
-		}
-		nanosleep(&(struct timespec) { .tv_nsec = 5000000 }, NULL);
-	}
-	return r;
-}
-
-/* SIGTERM, expect exit 0, return the value of "key=" from its summary line. */
-struct summary {
-	unsigned long requests, replies, dropped, duplicated;
-};
-
-static struct summary stop_responder(struct responder *r)
-{
-	kill(r->pid, SIGTERM);
-	int status;
-	assert_int_equal(waitpid(r->pid, &status, 0), r->pid);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
-	struct summary s = { 0 };
-	FILE *f = fopen(r->log, "r");
-	assert_non_null(f);
-	char line[1024];
-	bool found = false;
-	while (fgets(line, sizeof line, f)) {
-		if (sscanf(line, "responder: requests=%lu replies=%lu dropped=%lu duplicated=%lu",
-		        &s.requests, &s.replies, &s.dropped, &s.duplicated)
-		    == 4)
-			found = true;
-	}
-	fclose(f);
-	unlink(r->log);
-	assert_true(found);
-	return s;
-}
-
 static mosquitto_property *request_props(const char *response_topic, const void *corr, int len)
 {
 	mosquitto_property *p = NULL;
@@ -116,7 +28,8 @@ static mosquitto_property *request_props(const char *response_topic, const void 
 static void v5_request_gets_reply_with_its_correlation(void **state)
 {
 	(void)state;
-	struct responder r = start_responder("--filter", "v5dev/+/commands/+", NULL);
+	struct tb_responder r
+	    = tb_test_responder(RESPONDER_PATH, "--filter", "v5dev/+/commands/+", NULL);
 	struct tb_client *c = tb_test_connect(tb_test_info()->mqtt_url, 5);
 	assert_int_equal(tb_client_subscribe(c, "inbox/test/#", 0, 0, NULL), 0);
 	const unsigned char corr[] = { 0x00, 0x01, 0xfe, 'n', 'o', 'n', 'c', 'e' };
@@ -137,7 +50,7 @@ static void v5_request_gets_reply_with_its_correlation(void **state)
 	free(got);
 	tb_message_free(m);
 	tb_client_destroy(c);
-	struct summary s = stop_responder(&r);
+	struct tb_responder_summary s = tb_test_responder_stop(&r);
 	assert_int_equal(s.requests, 1);
 	assert_int_equal(s.replies, 1);
 }
@@ -145,10 +58,10 @@ static void v5_request_gets_reply_with_its_correlation(void **state)
 static void legacy_request_gets_reply_on_templated_topic(void **state)
 {
 	(void)state;
-	struct responder def = start_responder(
-	    "--filter", "legacy/+/commands/+", "--protocol", "3.1.1", "--reply", "OK", NULL);
-	struct responder custom = start_responder(
-	    "--filter", "gate/+/cmd/+", "--reply-template", "gate-replies/{2}/{4}", NULL);
+	struct tb_responder def = tb_test_responder(RESPONDER_PATH, "--filter", "legacy/+/commands/+",
+	    "--protocol", "3.1.1", "--reply", "OK", NULL);
+	struct tb_responder custom = tb_test_responder(RESPONDER_PATH, "--filter", "gate/+/cmd/+",
+	    "--reply-template", "gate-replies/{2}/{4}", NULL);
 	struct tb_client *c = tb_test_connect(tb_test_info()->mqtt_url, 4);
 	assert_int_equal(tb_client_subscribe(c, "legacy/d2/commands/reboot/reply", 0, 0, NULL), 0);
 	assert_int_equal(tb_client_subscribe(c, "gate-replies/#", 0, 0, NULL), 0);
@@ -166,8 +79,8 @@ static void legacy_request_gets_reply_on_templated_topic(void **state)
 	assert_string_equal(m->payload, "go");
 	tb_message_free(m);
 	/* A delayed legacy reply (no correlation data to copy: UBSan once caught memcpy(NULL)). */
-	struct responder slow = start_responder(
-	    "--filter", "slowgate/+/cmd/+", "--protocol", "3.1.1", "--delay", "30ms", NULL);
+	struct tb_responder slow = tb_test_responder(RESPONDER_PATH, "--filter", "slowgate/+/cmd/+",
+	    "--protocol", "3.1.1", "--delay", "30ms", NULL);
 	assert_int_equal(tb_client_subscribe(c, "slowgate/g1/cmd/open/reply", 0, 0, NULL), 0);
 	assert_int_equal(tb_client_publish(c, "slowgate/g1/cmd/open", "", 0, 0, false, NULL), 0);
 	m = tb_client_receive(c, 5000);
@@ -176,16 +89,17 @@ static void legacy_request_gets_reply_on_templated_topic(void **state)
 	assert_int_equal(m->payloadlen, 0);
 	tb_message_free(m);
 	tb_client_destroy(c);
-	assert_int_equal(stop_responder(&def).replies, 1);
-	assert_int_equal(stop_responder(&custom).replies, 1);
-	assert_int_equal(stop_responder(&slow).replies, 1);
+	assert_int_equal(tb_test_responder_stop(&def).replies, 1);
+	assert_int_equal(tb_test_responder_stop(&custom).replies, 1);
+	assert_int_equal(tb_test_responder_stop(&slow).replies, 1);
 }
 
 static void delay_holds_every_reply(void **state)
 {
 	(void)state;
 	const uint64_t delay = 150 * MQC_NS_PER_MS;
-	struct responder r = start_responder("--filter", "slow/#", "--delay", "150ms", NULL);
+	struct tb_responder r
+	    = tb_test_responder(RESPONDER_PATH, "--filter", "slow/#", "--delay", "150ms", NULL);
 	struct tb_client *c = tb_test_connect(tb_test_info()->mqtt_url, 5);
 	assert_int_equal(tb_client_subscribe(c, "inbox/slow/#", 0, 0, NULL), 0);
 	for (int i = 0; i < 5; i++) {
@@ -201,7 +115,7 @@ static void delay_holds_every_reply(void **state)
 			fail_msg("round trip %.1f ms for a 150 ms delay", (double)rtt / 1e6);
 	}
 	tb_client_destroy(c);
-	assert_int_equal(stop_responder(&r).replies, 5);
+	assert_int_equal(tb_test_responder_stop(&r).replies, 5);
 }
 
 /* Send n requests with distinct correlation data; count the replies that come back. */
@@ -228,17 +142,18 @@ static int send_and_count(const char *filter_prefix, int n, int quiet_ms)
 static void drop_leaves_requests_unanswered(void **state)
 {
 	(void)state;
-	struct responder all = start_responder("--filter", "dropall/#", "--drop", "1", NULL);
+	struct tb_responder all
+	    = tb_test_responder(RESPONDER_PATH, "--filter", "dropall/#", "--drop", "1", NULL);
 	assert_int_equal(send_and_count("dropall", 20, 300), 0);
-	struct summary s = stop_responder(&all);
+	struct tb_responder_summary s = tb_test_responder_stop(&all);
 	assert_int_equal(s.requests, 20);
 	assert_int_equal(s.dropped, 20);
 	assert_int_equal(s.replies, 0);
 
-	struct responder half = start_responder(
-	    "--filter", "drophalf/#", "--drop", "0.5", "--seed", "3", "--qos", "1", NULL);
+	struct tb_responder half = tb_test_responder(RESPONDER_PATH, "--filter", "drophalf/#", "--drop",
+	    "0.5", "--seed", "3", "--qos", "1", NULL);
 	int got = send_and_count("drophalf", 200, 500);
-	s = stop_responder(&half);
+	s = tb_test_responder_stop(&half);
 	assert_int_equal(s.requests, 200);
 	assert_int_equal(s.replies, (unsigned long)got);
 	assert_int_equal(s.dropped + s.replies, 200);
@@ -248,10 +163,10 @@ static void drop_leaves_requests_unanswered(void **state)
 static void duplicate_answers_twice(void **state)
 {
 	(void)state;
-	struct responder r
-	    = start_responder("--filter", "dup/#", "--duplicate", "1", "--qos", "1", NULL);
+	struct tb_responder r = tb_test_responder(
+	    RESPONDER_PATH, "--filter", "dup/#", "--duplicate", "1", "--qos", "1", NULL);
 	assert_int_equal(send_and_count("dup", 10, 300), 20);
-	struct summary s = stop_responder(&r);
+	struct tb_responder_summary s = tb_test_responder_stop(&r);
 	assert_int_equal(s.duplicated, 10);
 	assert_int_equal(s.replies, 20);
 }

@@ -1,7 +1,15 @@
 #include "tb_test_util.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mqc_clock.h"
+#include "tb_internal.h"
 
 static struct tb_broker *broker;
 
@@ -46,4 +54,88 @@ int tb_test_run(const char *name, const struct CMUnitTest *tests, size_t count,
 		tb_broker_dump_log(broker, stderr);
 	tb_broker_stop(broker);
 	return failed;
+}
+
+static bool log_contains(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	char line[1024];
+	bool found = false;
+	while (!found && fgets(line, sizeof line, f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
+struct tb_responder tb_test_responder(const char *path, const char *first, ...)
+{
+	const struct tb_info *info = tb_test_info();
+	struct tb_responder r;
+	snprintf(r.log, sizeof r.log, "/tmp/responder-test-XXXXXX");
+	int fd = mkstemp(r.log);
+	assert_true(fd >= 0);
+	close(fd);
+	const char *args[40] = { path, "--broker", info->mqtt_url, "--username", info->username,
+		"--password", info->password };
+	int argc = 7;
+	va_list ap;
+	va_start(ap, first);
+	for (const char *a = first; a && argc < 39; a = va_arg(ap, const char *))
+		args[argc++] = a;
+	va_end(ap);
+	char *argv[40] = { NULL };
+	for (int i = 0; i < argc; i++)
+		argv[i] = strdup(args[i]);
+	char err[256];
+	r.pid = tb__spawn(argv, r.log, NULL, err, sizeof err);
+	for (int i = 0; i < argc; i++)
+		free(argv[i]);
+	if (r.pid < 0)
+		fail_msg("spawn responder: %s", err);
+	uint64_t deadline = mqc_now_ns() + 5 * MQC_NS_PER_S;
+	while (!log_contains(r.log, "RESPONDER_READY")) {
+		int status;
+		if (waitpid(r.pid, &status, WNOHANG) == r.pid || mqc_now_ns() > deadline) {
+			char cmd[128];
+			snprintf(cmd, sizeof cmd, "cat %s >&2", r.log);
+			if (system(cmd) != 0)
+				fprintf(stderr, "(no responder log)\n");
+			fail_msg("responder did not become ready");
+		}
+		nanosleep(&(struct timespec) { .tv_nsec = 5000000 }, NULL);
+	}
+	return r;
+}
+
+struct tb_responder_summary tb_test_responder_stop(struct tb_responder *r)
+{
+	kill(r->pid, SIGTERM);
+	int status;
+	assert_int_equal(waitpid(r->pid, &status, 0), r->pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	struct tb_responder_summary s = { 0 };
+	FILE *f = fopen(r->log, "r");
+	assert_non_null(f);
+	char line[1024];
+	bool found = false;
+	while (fgets(line, sizeof line, f)) {
+		if (sscanf(line, "responder: requests=%lu replies=%lu dropped=%lu duplicated=%lu",
+		        &s.requests, &s.replies, &s.dropped, &s.duplicated)
+		    == 4)
+			found = true;
+	}
+	fclose(f);
+	unlink(r->log);
+	assert_true(found);
+	return s;
+}
+
+void tb_test_responder_kill(struct tb_responder *r)
+{
+	kill(r->pid, SIGKILL);
+	waitpid(r->pid, NULL, 0);
+	unlink(r->log);
 }

@@ -26,6 +26,29 @@ const struct tb_info *tb_test_info(void);
 /** Connect as the test user to url (plain or TLS with the broker's CA); fails the test if not. */
 struct tb_client *tb_test_connect(const char *url, int protocol);
 
+/** A responder started by a test: its pid and the file that holds its output. */
+struct tb_responder {
+	pid_t pid;
+	char log[64];
+};
+
+/** What the responder said it did when it stopped. */
+struct tb_responder_summary {
+	unsigned long requests, replies, dropped, duplicated;
+};
+
+/**
+ * Start the responder at path against the test broker (as the test user) with extra arguments
+ * (NULL-terminated), and wait until it prints RESPONDER_READY; fails the test otherwise.
+ */
+struct tb_responder tb_test_responder(const char *path, const char *first, ...);
+
+/** SIGTERM it, expect exit status 0, and parse its summary line. */
+struct tb_responder_summary tb_test_responder_stop(struct tb_responder *r);
+
+/** Kill it without looking at how it ended (a responder whose broker went away exits 1). */
+void tb_test_responder_kill(struct tb_responder *r);
+
 #define TB_TEST_RUN(tests, options) \
 	tb_test_run(__FILE__, tests, sizeof(tests) / sizeof((tests)[0]), options)
 

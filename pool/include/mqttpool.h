@@ -1,0 +1,150 @@
+/*
+ * mqttpool.h - warm MQTT connections for request/response servers.
+ *
+ * A pool keeps a few MQTT v5 connections open to one broker and multiplexes requests over them:
+ * mqp_pool_request() publishes a command with a Response Topic (the connection's own inbox) and
+ * Correlation Data (unique per request), and returns the reply that carries exactly that
+ * correlation. Replies for other requests, late replies after a timeout, duplicates and strays
+ * are dropped and counted; a reply never reaches the wrong caller.
+ *
+ * Threads: every function is thread-safe unless marked. One I/O thread per pool owns every
+ * connection (epoll over libmosquitto's non-blocking loop); callers hand it work and wait with a
+ * deadline. No wait is without one.
+ *
+ * Errors: functions return MQP_OK (0) or a positive enum mqp_err; mqp_strerror() names them.
+ * Processes: libmosquitto 2.0 sets SIGPIPE to SIG_IGN for the whole process when the first
+ * connection is created.
+ */
+#ifndef MQTTPOOL_H
+#define MQTTPOOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define MQP_API __attribute__((visibility("default")))
+#else
+#define MQP_API
+#endif
+
+/** Error codes: never renumbered. */
+enum mqp_err {
+	MQP_OK = 0,
+	MQP_EINVAL = 1, /* bad argument or option (the message says which) */
+	MQP_ENOMEM = 2,
+	MQP_ETIMEDOUT = 3, /* no reply (or no connection) before the deadline */
+	MQP_ECLOSED = 4,   /* the pool is being destroyed */
+	MQP_ECONNECT = 5,  /* cannot connect to the broker: see mqp_pool_last_error() */
+	MQP_ECONNLOST = 6, /* the connection carrying the request dropped before the reply */
+	MQP_EDENIED = 7,   /* the broker refused the publish (v5 reason code >= 0x80) */
+	MQP_ETLS = 8,      /* TLS setup failed (CA, certificate or key file) */
+	MQP_ETOOBIG = 9,   /* payload or topic too large */
+	MQP_EDEADLK = 10,  /* a blocking call from the pool's own thread */
+};
+
+/** A static string naming err; "unknown error" for codes it does not know. Never NULL. */
+MQP_API const char *mqp_strerror(int err);
+
+typedef struct mqp_pool mqp_pool;
+
+/**
+ * Options; a zeroed struct (or NULL) means every default. Strings are copied.
+ */
+struct mqp_pool_options {
+	unsigned max_size;            /* connections at most; 0: 10 */
+	unsigned min_size;            /* kept warm; 0: 2 (see min_size_zero) */
+	int min_size_zero;            /* nonzero: keep none warm (min_size is then ignored) */
+	unsigned connect_timeout_ms;  /* TCP + TLS + CONNACK; 0: 5000 */
+	unsigned request_timeout_ms;  /* default for mqp_pool_request; 0: 10000 */
+	unsigned max_inflight;        /* requests per connection before another opens; 0: 64 */
+	unsigned keepalive_s;         /* 0: 30 (minimum 5) */
+	const char *client_id_prefix; /* 0: "mqp" (at most 8 characters); client ids are
+	                                 PREFIX-<pid>-<random per pool>-<n> */
+	const char *inbox_prefix;     /* 0: "mqp/inbox": replies come to PREFIX/<client id>/<seq> */
+	const char *username, *password;
+	const char *cafile;             /* mqtts://: CA verification and hostname check, always */
+	const char *certfile, *keyfile; /* client certificate */
+};
+
+/**
+ * Create a pool for broker_url (mqtt://host:port or mqtts://host:port) and start its I/O thread,
+ * which opens min_size connections in the background.
+ *
+ * @return MQP_OK, MQP_EINVAL (bad URL or options), MQP_ETLS (CA, certificate or key file
+ *         unusable), MQP_ENOMEM; on failure err_out (when not NULL, err_len bytes) says why.
+ * Ownership: *out belongs to the caller until mqp_pool_destroy().
+ */
+MQP_API int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
+    mqp_pool **out, char *err_out, size_t err_len);
+
+/**
+ * Close every connection and free the pool. Requests still waiting complete with MQP_ECLOSED
+ * first. Accepts NULL.
+ * Threads: not from the pool's own thread; no other call on this pool may start afterwards.
+ */
+MQP_API void mqp_pool_destroy(mqp_pool *pool);
+
+/** A reply: payload bytes (NUL-terminated for convenience) and the topic it arrived on. */
+struct mqp_reply {
+	void *payload;
+	size_t len;
+	char *topic;
+};
+
+/** Free what a reply holds (not the struct). Accepts NULL. */
+MQP_API void mqp_reply_free(struct mqp_reply *reply);
+
+/**
+ * Send a command and wait for its reply (MQTT v5 request/response). The command carries the
+ * Response Topic PREFIX/<client id>/<seq>, 16 bytes of Correlation Data unique to this request,
+ * and a Message Expiry of ceil(timeout) seconds, so a device does not act on it after the caller
+ * gave up. No SUBSCRIBE round trip: each connection subscribed to its inbox once.
+ *
+ * @param timeout_ms 0: the pool's request_timeout_ms.
+ * @param qos 0 or 1 for the command.
+ * @return MQP_OK with *reply filled (free with mqp_reply_free), MQP_ETIMEDOUT, MQP_ECONNECT
+ *         (no connection could be made; mqp_pool_last_error says why), MQP_ECONNLOST,
+ *         MQP_EDENIED, MQP_ECLOSED, MQP_EINVAL, MQP_ETOOBIG, MQP_ENOMEM, MQP_EDEADLK.
+ */
+MQP_API int mqp_pool_request(mqp_pool *pool, const char *topic, const void *payload, size_t len,
+    int qos, unsigned timeout_ms, struct mqp_reply *reply);
+
+/**
+ * Publish one message and wait until it is written (QoS 0) or acknowledged (QoS 1/2), at most
+ * timeout_ms (0: request_timeout_ms).
+ * @return MQP_OK, MQP_ETIMEDOUT, MQP_ECONNECT, MQP_ECONNLOST, MQP_EDENIED, MQP_ECLOSED,
+ *         MQP_EINVAL, MQP_ENOMEM, MQP_EDEADLK.
+ */
+MQP_API int mqp_pool_publish(mqp_pool *pool, const char *topic, const void *payload, size_t len,
+    int qos, int retain, unsigned timeout_ms);
+
+/** A snapshot of the pool's gauges and counters. */
+struct mqp_pool_stats {
+	/* gauges */
+	unsigned size;  /* connections open or opening */
+	unsigned ready; /* connected and subscribed to their inbox */
+	unsigned connecting;
+	unsigned inflight; /* requests and publishes on a connection, awaiting completion */
+	unsigned queued;   /* waiting for a connection */
+	/* counters */
+	uint64_t requests, replies, timeouts, late_replies, strays, duplicates;
+	uint64_t publishes;
+	uint64_t connects_ok, connects_failed, connections_lost;
+};
+
+MQP_API void mqp_pool_stats(mqp_pool *pool, struct mqp_pool_stats *out);
+
+/**
+ * The last connection error, as text ("connect to 127.0.0.1:1: Connection refused"), copied
+ * into buf. Returns buf; an empty string when there has been none.
+ */
+MQP_API const char *mqp_pool_last_error(mqp_pool *pool, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,205 @@
+/*
+ * create.c - mqp_pool_new and mqp_pool_destroy: options, TLS context, the I/O thread.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <mosquitto.h>
+#include <openssl/err.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "pool_internal.h"
+
+static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
+
+static void lib_init(void)
+{
+	mosquitto_lib_init(); /* not thread-safe: once per process */
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static void free_fields(struct mqp_pool *p)
+{
+	free(p->client_prefix);
+	free(p->inbox_prefix);
+	free(p->username);
+	if (p->password) {
+		memset(p->password, 0, strlen(p->password));
+		free(p->password);
+	}
+	free(p->cafile);
+	free(p->certfile);
+	free(p->keyfile);
+	free(p->conns);
+	free(p->heap);
+	SSL_CTX_free(p->ssl_ctx);
+	if (p->ep >= 0)
+		close(p->ep);
+	if (p->evfd >= 0)
+		close(p->evfd);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}
+
+static int fail(char *err, size_t len, int code, const char *detail)
+{
+	if (err && len)
+		snprintf(err, len, "%s", detail);
+	return code;
+}
+
+/* One context for every connection: CA verification and the hostname (or IP) check on. */
+static SSL_CTX *make_ssl_ctx(const struct mqp_pool *p, char *err, size_t errlen)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	char why[256] = "";
+	if (!ctx)
+		goto ssl_error;
+	if (SSL_CTX_load_verify_locations(ctx, p->cafile, NULL) != 1)
+		goto ssl_error;
+	if (p->certfile
+	    && (SSL_CTX_use_certificate_chain_file(ctx, p->certfile) != 1
+	        || SSL_CTX_use_PrivateKey_file(ctx, p->keyfile, SSL_FILETYPE_PEM) != 1))
+		goto ssl_error;
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	X509_VERIFY_PARAM *param = SSL_CTX_get0_param(ctx);
+	unsigned char ip[16];
+	if (inet_pton(AF_INET, p->url.host, ip) == 1 || inet_pton(AF_INET6, p->url.host, ip) == 1)
+		X509_VERIFY_PARAM_set1_ip_asc(param, p->url.host);
+	else
+		X509_VERIFY_PARAM_set1_host(param, p->url.host, 0);
+	return ctx;
+ssl_error:
+	ERR_error_string_n(ERR_get_error(), why, sizeof why);
+	snprintf(err ? err : why, err ? errlen : sizeof why,
+	    "TLS setup failed (cafile %s, certfile %s): %s", p->cafile,
+	    p->certfile ? p->certfile : "none", why);
+	SSL_CTX_free(ctx);
+	return NULL;
+}
+
+int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options, mqp_pool **out,
+    char *err, size_t errlen)
+{
+	static const struct mqp_pool_options defaults = { 0 };
+	const struct mqp_pool_options *o = options ? options : &defaults;
+	if (!out)
+		return fail(err, errlen, MQP_EINVAL, "out is NULL");
+	*out = NULL;
+	struct mqp_pool *p = calloc(1, sizeof *p);
+	if (!p)
+		return fail(err, errlen, MQP_ENOMEM, "out of memory");
+	p->ep = p->evfd = -1;
+	pthread_mutex_init(&p->lock, NULL);
+	char urlerr[256];
+	if (!broker_url || mqc_url_parse(broker_url, &p->url, urlerr, sizeof urlerr) != 0) {
+		free_fields(p);
+		return fail(err, errlen, MQP_EINVAL, broker_url ? urlerr : "broker_url is NULL");
+	}
+	p->opt = *o;
+	p->opt.max_size = o->max_size ? o->max_size : 10;
+	p->opt.min_size = o->min_size_zero ? 0 : o->min_size ? o->min_size : 2;
+	p->opt.connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : 5000;
+	p->opt.request_timeout_ms = o->request_timeout_ms ? o->request_timeout_ms : 10000;
+	p->opt.max_inflight = o->max_inflight ? o->max_inflight : 64;
+	p->opt.keepalive_s = o->keepalive_s ? (o->keepalive_s < 5 ? 5 : o->keepalive_s) : 30;
+	if (p->opt.min_size > p->opt.max_size) {
+		free_fields(p);
+		return fail(err, errlen, MQP_EINVAL, "min_size is larger than max_size");
+	}
+	if (p->opt.max_size > 1000) {
+		free_fields(p);
+		return fail(err, errlen, MQP_EINVAL, "max_size above 1000");
+	}
+	if (!o->username != !o->password && o->password) {
+		free_fields(p);
+		return fail(err, errlen, MQP_EINVAL, "a password needs a username");
+	}
+	if (!o->certfile != !o->keyfile) {
+		free_fields(p);
+		return fail(err, errlen, MQP_EINVAL, "certfile and keyfile go together");
+	}
+	if (p->url.tls && !o->cafile) {
+		free_fields(p);
+		return fail(
+		    err, errlen, MQP_EINVAL, "mqtts:// needs cafile: the broker is always verified");
+	}
+	const char *prefix = o->client_id_prefix ? o->client_id_prefix : "mqp";
+	const char *inbox = o->inbox_prefix ? o->inbox_prefix : "mqp/inbox";
+	if (strlen(prefix) > 8 || strpbrk(prefix, "+#/") || strlen(inbox) > 200
+	    || strpbrk(inbox, "+#")) {
+		free_fields(p);
+		return fail(err, errlen, MQP_EINVAL,
+		    "client_id_prefix (at most 8 characters, no + # /) or inbox_prefix (no + #) "
+		    "is unusable");
+	}
+	p->client_prefix = strdup(prefix);
+	p->inbox_prefix = strdup(inbox);
+	p->username = dup_or_null(o->username);
+	p->password = dup_or_null(o->password);
+	p->cafile = dup_or_null(o->cafile);
+	p->certfile = dup_or_null(o->certfile);
+	p->keyfile = dup_or_null(o->keyfile);
+	p->conns = calloc(p->opt.max_size, sizeof *p->conns);
+	if (!p->client_prefix || !p->inbox_prefix || !p->conns) {
+		free_fields(p);
+		return fail(err, errlen, MQP_ENOMEM, "out of memory");
+	}
+	for (unsigned i = 0; i < p->opt.max_size; i++)
+		p->conns[i].fd = -1;
+	p->opt.client_id_prefix = p->client_prefix;
+	p->opt.inbox_prefix = p->inbox_prefix;
+	if (p->url.tls && !(p->ssl_ctx = make_ssl_ctx(p, err, errlen))) {
+		free_fields(p);
+		return MQP_ETLS;
+	}
+	pthread_once(&lib_once, lib_init);
+	RAND_bytes((unsigned char *)&p->id_salt, sizeof p->id_salt);
+	p->incoming_tail = &p->incoming;
+	p->queue_tail = &p->queue;
+	p->ep = epoll_create1(EPOLL_CLOEXEC);
+	p->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	if (p->ep < 0 || p->evfd < 0 || epoll_ctl(p->ep, EPOLL_CTL_ADD, p->evfd, &ev) != 0) {
+		free_fields(p);
+		return fail(err, errlen, MQP_ENOMEM, "epoll or eventfd failed");
+	}
+	/* The I/O thread takes no signals: the application's handlers run on its own threads. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(&p->thread, NULL, mqp__io_thread, p);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		free_fields(p);
+		return fail(err, errlen, MQP_ENOMEM, "cannot start the I/O thread");
+	}
+	*out = p;
+	return MQP_OK;
+}
+
+void mqp_pool_destroy(mqp_pool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->stopping = true;
+	pthread_mutex_unlock(&p->lock);
+	uint64_t one = 1;
+	ssize_t w = write(p->evfd, &one, sizeof one);
+	(void)w;
+	pthread_join(p->thread, NULL);
+	free_fields(p);
+}

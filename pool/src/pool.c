@@ -1,0 +1,809 @@
+/*
+ * pool.c - libmqttpool: the I/O thread, connections, and request/response.
+ *
+ * Ownership and threads. Callers create an operation (struct op) with two references, hand it to
+ * the I/O thread through a mutex-protected list and an eventfd, and wait on the op's condition
+ * variable. The I/O thread owns every struct mosquitto, every connection and every deadline: it
+ * completes each op exactly once (reply, timeout, connection lost, refusal, or close) and drops
+ * its reference; the caller drops the other. A caller's own wait has a deadline too (the op's
+ * deadline plus a grace period) in case the I/O thread is wedged.
+ */
+#define _GNU_SOURCE
+#include "pool_internal.h"
+
+#include <errno.h>
+#include <mosquitto.h>
+#include <mqtt_protocol.h>
+#include <openssl/err.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "mqc_clock.h"
+
+enum { GRACE_MS = 2000, MISC_INTERVAL_MS = 1000, BACKOFF_MIN_MS = 100, BACKOFF_MAX_MS = 5000 };
+
+/* --- ops --------------------------------------------------------------------------------- */
+
+static struct op *op_new(enum op_kind kind, const char *topic, const void *payload, size_t len,
+    int qos, int retain, uint64_t deadline)
+{
+	struct op *op = calloc(1, sizeof *op);
+	if (!op)
+		return NULL;
+	op->kind = kind;
+	atomic_init(&op->refs, 2);
+	pthread_mutex_init(&op->m, NULL);
+	pthread_condattr_t attr;
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&op->c, &attr);
+	pthread_condattr_destroy(&attr);
+	op->topic = strdup(topic);
+	op->payload = malloc(len ? len : 1);
+	if (!op->topic || !op->payload) {
+		free(op->topic);
+		free(op->payload);
+		free(op);
+		return NULL;
+	}
+	memcpy(op->payload, payload, len);
+	op->len = len;
+	op->qos = qos;
+	op->retain = retain;
+	op->deadline = deadline;
+	op->heap_index = SIZE_MAX;
+	return op;
+}
+
+static void op_unref(struct op *op)
+{
+	if (atomic_fetch_sub(&op->refs, 1) != 1)
+		return;
+	pthread_mutex_destroy(&op->m);
+	pthread_cond_destroy(&op->c);
+	mqp_reply_free(&op->reply);
+	free(op->topic);
+	free(op->payload);
+	free(op);
+}
+
+/* Exactly once: the first completion wins; the pool's reference is dropped by the caller. */
+static void op_complete(struct op *op, int result)
+{
+	pthread_mutex_lock(&op->m);
+	if (!op->done) {
+		op->done = true;
+		op->result = result;
+		pthread_cond_signal(&op->c);
+	}
+	pthread_mutex_unlock(&op->m);
+}
+
+/* --- deadline heap (I/O thread) -------------------------------------------------------- */
+
+static void heap_swap(struct mqp_pool *p, size_t a, size_t b)
+{
+	struct op *t = p->heap[a];
+	p->heap[a] = p->heap[b];
+	p->heap[b] = t;
+	p->heap[a]->heap_index = a;
+	p->heap[b]->heap_index = b;
+}
+
+static void heap_up(struct mqp_pool *p, size_t i)
+{
+	while (i > 0 && p->heap[i]->deadline < p->heap[(i - 1) / 2]->deadline) {
+		heap_swap(p, i, (i - 1) / 2);
+		i = (i - 1) / 2;
+	}
+}
+
+static void heap_down(struct mqp_pool *p, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		if (l < p->heap_len && p->heap[l]->deadline < p->heap[m]->deadline)
+			m = l;
+		if (r < p->heap_len && p->heap[r]->deadline < p->heap[m]->deadline)
+			m = r;
+		if (m == i)
+			return;
+		heap_swap(p, i, m);
+		i = m;
+	}
+}
+
+static int heap_push(struct mqp_pool *p, struct op *op)
+{
+	if (p->heap_len == p->heap_cap) {
+		size_t cap = p->heap_cap ? p->heap_cap * 2 : 64;
+		struct op **grown = realloc(p->heap, cap * sizeof *grown);
+		if (!grown)
+			return -1;
+		p->heap = grown;
+		p->heap_cap = cap;
+	}
+	op->heap_index = p->heap_len;
+	p->heap[p->heap_len++] = op;
+	heap_up(p, op->heap_index);
+	return 0;
+}
+
+static void heap_remove(struct mqp_pool *p, struct op *op)
+{
+	size_t i = op->heap_index;
+	if (i == SIZE_MAX)
+		return;
+	op->heap_index = SIZE_MAX;
+	p->heap_len--;
+	if (i != p->heap_len) {
+		p->heap[i] = p->heap[p->heap_len];
+		p->heap[i]->heap_index = i;
+		heap_up(p, i);
+		heap_down(p, p->heap[i]->heap_index);
+	}
+}
+
+/* Finish an op the I/O thread holds: out of every structure, completed, reference dropped. */
+static void finish(struct mqp_pool *p, struct op *op, int result)
+{
+	heap_remove(p, op);
+	if (op->in_pending) {
+		HASH_DEL(p->pending, op);
+		op->in_pending = false;
+	}
+	if (op->conn) {
+		struct pconn *c = op->conn;
+		for (struct op **pp = &c->ops; *pp; pp = &(*pp)->conn_next)
+			if (*pp == op) {
+				*pp = op->conn_next;
+				break;
+			}
+		c->inflight--;
+		atomic_fetch_sub(&p->stats.inflight, 1); /* exact before the caller wakes */
+		op->conn = NULL;
+	}
+	if (result == MQP_ETIMEDOUT)
+		atomic_fetch_add(&p->stats.timeouts, 1);
+	op_complete(op, result);
+	op_unref(op);
+}
+
+/* --- connections (I/O thread) ---------------------------------------------------------- */
+
+static void set_error(struct mqp_pool *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void set_error(struct mqp_pool *p, const char *fmt, ...)
+{
+	va_list ap;
+	pthread_mutex_lock(&p->lock);
+	va_start(ap, fmt);
+	vsnprintf(p->last_error, sizeof p->last_error, fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void backoff(struct mqp_pool *p)
+{
+	atomic_fetch_add(&p->stats.connects_failed, 1);
+	p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : BACKOFF_MIN_MS;
+	if (p->backoff_ms > BACKOFF_MAX_MS)
+		p->backoff_ms = BACKOFF_MAX_MS;
+	unsigned jitter = 0;
+	RAND_bytes((unsigned char *)&jitter, sizeof jitter);
+	uint64_t wait = p->backoff_ms / 2 + jitter % (p->backoff_ms / 2 + 1); /* [b/2, b] */
+	p->backoff_until = mqc_now_ns() + wait * MQC_NS_PER_MS;
+	p->connect_failed = true;
+}
+
+static void conn_fail_ops(struct mqp_pool *p, struct pconn *c, int result)
+{
+	while (c->ops)
+		finish(p, c->ops, result);
+}
+
+static void conn_close(struct mqp_pool *p, struct pconn *c)
+{
+	conn_fail_ops(p, c, MQP_ECONNLOST);
+	if (c->fd >= 0 && mosquitto_socket(c->m) == c->fd)
+		epoll_ctl(p->ep, EPOLL_CTL_DEL, c->fd, NULL);
+	mosquitto_destroy(c->m); /* never reused after a failure: a fresh object next time */
+	*c = (struct pconn) { .fd = -1 };
+}
+
+static void on_connect(
+    struct mosquitto *m, void *obj, int rc, int flags, const mosquitto_property *props)
+{
+	(void)flags;
+	(void)props;
+	struct pconn *c = obj;
+	struct mqp_pool *p = c->pool;
+	if (rc != 0) {
+		set_error(p, "the broker refused CONNECT: %s", mosquitto_reason_string(rc));
+		c->dead = true;
+		c->failed_connect = true;
+		return;
+	}
+	char filter[MQP_TOPIC_MAX];
+	snprintf(filter, sizeof filter, "%s/#", c->inbox);
+	mosquitto_property *sub_props = NULL;
+	/* Subscribed once, for the connection's life: no local echo, never a retained "reply". */
+	if (mosquitto_subscribe_v5(
+	        m, NULL, filter, 1, MQTT_SUB_OPT_NO_LOCAL | MQTT_SUB_OPT_SEND_RETAIN_NEVER, sub_props)
+	    != MOSQ_ERR_SUCCESS) {
+		set_error(p, "cannot subscribe to the inbox %s", filter);
+		c->dead = true;
+		c->failed_connect = true;
+	}
+}
+
+static void on_subscribe(struct mosquitto *m, void *obj, int mid, int count, const int *granted,
+    const mosquitto_property *props)
+{
+	(void)m;
+	(void)mid;
+	(void)props;
+	struct pconn *c = obj;
+	if (count < 1 || granted[0] > 2) {
+		set_error(c->pool,
+		    "the broker refused the inbox subscription %s/# (reason %d): check "
+		    "the ACL",
+		    c->inbox, count ? granted[0] : -1);
+		c->dead = true;
+		c->failed_connect = true;
+		return;
+	}
+	c->ready = true;
+	atomic_fetch_add(&c->pool->stats.connects_ok, 1);
+	c->pool->backoff_ms = 0;
+	c->pool->connect_failed = false;
+}
+
+static void on_publish(
+    struct mosquitto *m, void *obj, int mid, int reason, const mosquitto_property *props)
+{
+	(void)m;
+	(void)props;
+	struct pconn *c = obj;
+	for (struct op *op = c->ops; op; op = op->conn_next) {
+		if (op->mid != mid || op->acked)
+			continue;
+		op->acked = true;
+		if (reason >= 0x80)
+			finish(c->pool, op, MQP_EDENIED);
+		else if (op->kind == OP_PUBLISH)
+			finish(c->pool, op, MQP_OK);
+		return; /* a request now waits for its reply */
+	}
+}
+
+static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_message *msg,
+    const mosquitto_property *props)
+{
+	(void)m;
+	struct pconn *c = obj;
+	struct mqp_pool *p = c->pool;
+	void *corr = NULL;
+	uint16_t corr_len = 0;
+	mosquitto_property_read_binary(props, MQTT_PROP_CORRELATION_DATA, &corr, &corr_len, false);
+	struct op *op = NULL;
+	if (corr && corr_len == MQP_CORR_LEN && !msg->retain)
+		HASH_FIND(hh, p->pending, corr, MQP_CORR_LEN, op);
+	if (op && op->conn == c) {
+		op->reply.topic = strdup(msg->topic);
+		op->reply.payload = malloc((size_t)msg->payloadlen + 1);
+		if (op->reply.payload && op->reply.topic) {
+			if (msg->payloadlen > 0) /* an empty payload's pointer is NULL */
+				memcpy(op->reply.payload, msg->payload, (size_t)msg->payloadlen);
+			((char *)op->reply.payload)[msg->payloadlen] = '\0';
+			op->reply.len = (size_t)msg->payloadlen;
+			atomic_fetch_add(&p->stats.replies, 1);
+			finish(p, op, MQP_OK);
+		} else {
+			finish(p, op, MQP_ENOMEM);
+		}
+	} else if (corr && corr_len == MQP_CORR_LEN && memcmp(corr, c->nonce, 8) == 0
+	    && mqp__corr_seq(corr) < c->next_seq) {
+		atomic_fetch_add(&p->stats.late_replies, 1); /* ours, but no longer awaited */
+	} else {
+		atomic_fetch_add(&p->stats.strays, 1); /* no request of this connection had it */
+	}
+	free(corr);
+}
+
+static void on_disconnect(struct mosquitto *m, void *obj, int rc, const mosquitto_property *props)
+{
+	(void)m;
+	(void)props;
+	struct pconn *c = obj;
+	if (!c->ready && !c->dead) {
+		set_error(c->pool, "connection to %s:%d closed before it was ready: %s", c->pool->url.host,
+		    c->pool->url.port, mosquitto_strerror(rc));
+		c->failed_connect = true;
+	} else if (c->ready) {
+		atomic_fetch_add(&c->pool->stats.connections_lost, 1);
+	}
+	c->dead = true;
+}
+
+static void conn_open(struct mqp_pool *p, struct pconn *c)
+{
+	*c = (struct pconn) { .pool = p, .fd = -1 };
+	p->conn_counter++;
+	RAND_bytes(c->nonce, sizeof c->nonce);
+	/* PREFIX-<pid>-<pool random>-<n>: unique across pools and processes, so no connection
+	 * ever takes over another's session (and inbox). */
+	snprintf(c->id, sizeof c->id, "%s-%x-%04x-%lx", p->client_prefix, (unsigned)getpid() & 0xfffff,
+	    p->id_salt & 0xffff, p->conn_counter);
+	snprintf(c->inbox, sizeof c->inbox, "%s/%s", p->inbox_prefix, c->id);
+	c->m = mosquitto_new(c->id, true, c);
+	if (!c->m) {
+		set_error(p, "mosquitto_new failed");
+		backoff(p);
+		return;
+	}
+	mosquitto_int_option(c->m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
+	mosquitto_int_option(c->m, MOSQ_OPT_TCP_NODELAY, 1);
+	mosquitto_connect_v5_callback_set(c->m, on_connect);
+	mosquitto_subscribe_v5_callback_set(c->m, on_subscribe);
+	mosquitto_publish_v5_callback_set(c->m, on_publish);
+	mosquitto_message_v5_callback_set(c->m, on_message);
+	mosquitto_disconnect_v5_callback_set(c->m, on_disconnect);
+	if (p->username)
+		mosquitto_username_pw_set(c->m, p->username, p->password);
+	if (p->ssl_ctx) {
+		/* One SSL_CTX for the pool: the CA is loaded once, not on every connect. */
+		mosquitto_tls_set(c->m, p->cafile, NULL, p->certfile, p->keyfile, NULL);
+		mosquitto_int_option(c->m, MOSQ_OPT_SSL_CTX_WITH_DEFAULTS, 0);
+		mosquitto_void_option(c->m, MOSQ_OPT_SSL_CTX, p->ssl_ctx);
+	}
+	c->connect_deadline = mqc_now_ns() + (uint64_t)p->opt.connect_timeout_ms * MQC_NS_PER_MS;
+	int rc = mosquitto_connect_bind_async(
+	    c->m, p->url.host, p->url.port, (int)p->opt.keepalive_s, NULL);
+	if (rc != MOSQ_ERR_SUCCESS) {
+		set_error(p, "connect to %s:%d: %s", p->url.host, p->url.port,
+		    rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
+		mosquitto_destroy(c->m);
+		*c = (struct pconn) { .fd = -1 };
+		backoff(p);
+		return;
+	}
+	c->fd = mosquitto_socket(c->m);
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.ptr = c };
+	epoll_ctl(p->ep, EPOLL_CTL_ADD, c->fd, &ev);
+	c->out = true;
+	c->open = true;
+}
+
+static void conn_watch(struct mqp_pool *p, struct pconn *c)
+{
+	bool want = mosquitto_want_write(c->m) || !c->ready;
+	if (want == c->out || c->fd < 0)
+		return;
+	struct epoll_event ev = { .events = EPOLLIN | (want ? EPOLLOUT : 0u), .data.ptr = c };
+	epoll_ctl(p->ep, EPOLL_CTL_MOD, c->fd, &ev);
+	c->out = want;
+}
+
+/* After every libmosquitto call on c: write what is queued, notice a death, tidy up. */
+static void conn_settle(struct mqp_pool *p, struct pconn *c)
+{
+	if (!c->dead && mosquitto_want_write(c->m))
+		mosquitto_loop_write(c->m, 1);
+	if (!c->dead && mosquitto_socket(c->m) != c->fd)
+		c->dead = true; /* libmosquitto closed it */
+	if (c->dead) {
+		if (c->failed_connect || !c->ready)
+			backoff(p);
+		conn_close(p, c);
+		return;
+	}
+	conn_watch(p, c);
+}
+
+/* --- the I/O thread ------------------------------------------------------------------------ */
+
+static unsigned count_open(
+    const struct mqp_pool *p, unsigned *ready, unsigned *connecting, unsigned *inflight)
+{
+	unsigned open = 0;
+	*ready = *connecting = *inflight = 0;
+	for (unsigned i = 0; i < p->opt.max_size; i++) {
+		const struct pconn *c = &p->conns[i];
+		if (!c->open)
+			continue;
+		open++;
+		*ready += c->ready;
+		*connecting += !c->ready;
+		*inflight += c->inflight;
+	}
+	return open;
+}
+
+static void open_one(struct mqp_pool *p)
+{
+	if (p->connect_failed && mqc_now_ns() < p->backoff_until)
+		return;
+	for (unsigned i = 0; i < p->opt.max_size; i++)
+		if (!p->conns[i].open) {
+			conn_open(p, &p->conns[i]);
+			return;
+		}
+}
+
+static struct pconn *pick(struct mqp_pool *p)
+{
+	struct pconn *best = NULL;
+	for (unsigned i = 0; i < p->opt.max_size; i++) {
+		struct pconn *c = &p->conns[i];
+		if (c->open && c->ready && !c->dead && c->inflight < p->opt.max_inflight
+		    && (!best || c->inflight < best->inflight))
+			best = c;
+	}
+	return best;
+}
+
+static void start_op(struct mqp_pool *p, struct pconn *c, struct op *op)
+{
+	mosquitto_property *props = NULL;
+	int rc = MOSQ_ERR_SUCCESS;
+	if (op->kind == OP_REQUEST) {
+		mqp__corr_make(c->nonce, c->next_seq, op->corr);
+		char response_topic[MQP_TOPIC_MAX];
+		snprintf(response_topic, sizeof response_topic, "%s/%llu", c->inbox,
+		    (unsigned long long)c->next_seq);
+		c->next_seq++;
+		uint64_t now = mqc_now_ns();
+		uint32_t expiry
+		    = (uint32_t)((op->deadline > now ? op->deadline - now : 0) / MQC_NS_PER_S + 1);
+		rc = mosquitto_property_add_string(&props, MQTT_PROP_RESPONSE_TOPIC, response_topic);
+		if (rc == MOSQ_ERR_SUCCESS)
+			rc = mosquitto_property_add_binary(
+			    &props, MQTT_PROP_CORRELATION_DATA, op->corr, MQP_CORR_LEN);
+		if (rc == MOSQ_ERR_SUCCESS)
+			rc = mosquitto_property_add_int32(&props, MQTT_PROP_MESSAGE_EXPIRY_INTERVAL, expiry);
+		if (rc != MOSQ_ERR_SUCCESS) {
+			mosquitto_property_free_all(&props);
+			finish(p, op, MQP_ENOMEM);
+			return;
+		}
+		/* Registered before the command goes out: a fast reply always finds its caller. */
+		HASH_ADD(hh, p->pending, corr, MQP_CORR_LEN, op);
+		op->in_pending = true;
+		atomic_fetch_add(&p->stats.requests, 1);
+	} else {
+		atomic_fetch_add(&p->stats.publishes, 1);
+	}
+	op->conn = c;
+	op->conn_next = c->ops;
+	c->ops = op;
+	c->inflight++;
+	atomic_fetch_add(&p->stats.inflight, 1);
+	rc = mosquitto_publish_v5(
+	    c->m, &op->mid, op->topic, (int)op->len, op->payload, op->qos, op->retain, props);
+	mosquitto_property_free_all(&props);
+	if (rc != MOSQ_ERR_SUCCESS)
+		finish(p, op,
+		    rc == MOSQ_ERR_NOMEM                                                ? MQP_ENOMEM
+		        : rc == MOSQ_ERR_PAYLOAD_SIZE || rc == MOSQ_ERR_OVERSIZE_PACKET ? MQP_ETOOBIG
+		        : rc == MOSQ_ERR_INVAL || rc == MOSQ_ERR_MALFORMED_UTF8         ? MQP_EINVAL
+		                                                                        : MQP_ECONNLOST);
+}
+
+/* Hand queued ops to connections in strict FIFO order; open connections as needed. */
+static void dispatch(struct mqp_pool *p)
+{
+	while (p->queue) {
+		struct pconn *c = pick(p);
+		if (!c)
+			break;
+		struct op *op = p->queue;
+		p->queue = op->queue_next;
+		if (!p->queue)
+			p->queue_tail = &p->queue;
+		op->queued = false;
+		start_op(p, c, op);
+		conn_settle(p, c);
+	}
+	unsigned ready, connecting, inflight;
+	unsigned open = count_open(p, &ready, &connecting, &inflight);
+	bool need = open < p->opt.min_size || (p->queue && connecting == 0 && open < p->opt.max_size);
+	if (need)
+		open_one(p);
+	/* Nothing can connect: waiting callers learn why now rather than at their deadline. */
+	if (p->connect_failed && p->queue && open == 0 && ready == 0) {
+		while (p->queue) {
+			struct op *op = p->queue;
+			p->queue = op->queue_next;
+			op->queued = false;
+			finish(p, op, MQP_ECONNECT);
+		}
+		p->queue_tail = &p->queue;
+	}
+}
+
+static void take_incoming(struct mqp_pool *p)
+{
+	uint64_t v;
+	ssize_t got = read(p->evfd, &v, sizeof v);
+	(void)got;
+	pthread_mutex_lock(&p->lock);
+	struct op *list = p->incoming;
+	p->incoming = NULL;
+	p->incoming_tail = &p->incoming;
+	pthread_mutex_unlock(&p->lock);
+	while (list) {
+		struct op *op = list;
+		list = op->queue_next;
+		op->queue_next = NULL;
+		if (heap_push(p, op) != 0) {
+			finish(p, op, MQP_ENOMEM);
+			continue;
+		}
+		op->queued = true;
+		*p->queue_tail = op;
+		p->queue_tail = &op->queue_next;
+	}
+}
+
+static void expire(struct mqp_pool *p, uint64_t now)
+{
+	while (p->heap_len && p->heap[0]->deadline <= now) {
+		struct op *op = p->heap[0];
+		if (op->queued) { /* never got a connection */
+			for (struct op **pp = &p->queue; *pp; pp = &(*pp)->queue_next)
+				if (*pp == op) {
+					*pp = op->queue_next;
+					if (!*pp)
+						p->queue_tail = pp;
+					break;
+				}
+			op->queued = false;
+			finish(p, op, p->connect_failed ? MQP_ECONNECT : MQP_ETIMEDOUT);
+		} else {
+			finish(p, op, MQP_ETIMEDOUT);
+		}
+	}
+	for (unsigned i = 0; i < p->opt.max_size; i++) {
+		struct pconn *c = &p->conns[i];
+		if (c->open && !c->ready && now > c->connect_deadline) {
+			set_error(p, "connect to %s:%d: not ready within %u ms", p->url.host, p->url.port,
+			    p->opt.connect_timeout_ms);
+			c->dead = c->failed_connect = true;
+			conn_settle(p, c);
+		}
+	}
+}
+
+static void publish_gauges(struct mqp_pool *p)
+{
+	unsigned ready, connecting, inflight, queued = 0;
+	unsigned open = count_open(p, &ready, &connecting, &inflight);
+	for (struct op *op = p->queue; op; op = op->queue_next)
+		queued++;
+	atomic_store(&p->stats.size, open);
+	atomic_store(&p->stats.ready, ready);
+	atomic_store(&p->stats.connecting, connecting);
+	atomic_store(&p->stats.queued, queued);
+}
+
+void *mqp__io_thread(void *arg)
+{
+	struct mqp_pool *p = arg;
+	uint64_t next_misc = mqc_now_ns() + MISC_INTERVAL_MS * MQC_NS_PER_MS;
+	for (;;) {
+		pthread_mutex_lock(&p->lock);
+		bool stop = p->stopping;
+		pthread_mutex_unlock(&p->lock);
+		if (stop)
+			break;
+		dispatch(p);
+		publish_gauges(p);
+		uint64_t now = mqc_now_ns(), wake = next_misc;
+		if (p->heap_len && p->heap[0]->deadline < wake)
+			wake = p->heap[0]->deadline;
+		for (unsigned i = 0; i < p->opt.max_size; i++)
+			if (p->conns[i].open && !p->conns[i].ready && p->conns[i].connect_deadline < wake)
+				wake = p->conns[i].connect_deadline;
+		if (p->connect_failed && p->backoff_until > now && p->backoff_until < wake)
+			wake = p->backoff_until;
+		struct timespec timeout = mqc_ns_to_ts(wake > now ? wake - now : 0);
+		struct epoll_event events[64];
+		int n = epoll_pwait2(p->ep, events, 64, &timeout, NULL);
+		for (int i = 0; i < n; i++) {
+			if (events[i].data.ptr == NULL) {
+				take_incoming(p);
+				continue;
+			}
+			struct pconn *c = events[i].data.ptr;
+			if (!c->open)
+				continue; /* closed earlier in this batch */
+			if (events[i].events & EPOLLOUT) {
+				mosquitto_loop_write(c->m, 1);
+				if (!c->ready && !c->dead) /* TLS: the handshake may need a read */
+					mosquitto_loop_read(c->m, 1);
+			}
+			if (!c->dead && (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
+				mosquitto_loop_read(c->m, 1);
+			conn_settle(p, c);
+		}
+		now = mqc_now_ns();
+		expire(p, now);
+		if (now >= next_misc) {
+			for (unsigned i = 0; i < p->opt.max_size; i++)
+				if (p->conns[i].open) {
+					mosquitto_loop_misc(p->conns[i].m);
+					conn_settle(p, &p->conns[i]);
+				}
+			next_misc = now + MISC_INTERVAL_MS * MQC_NS_PER_MS;
+		}
+	}
+	/* Closing: every op completes with MQP_ECLOSED, every connection goes. */
+	take_incoming(p);
+	while (p->heap_len) {
+		struct op *op = p->heap[0];
+		op->queued = false;
+		finish(p, op, MQP_ECLOSED);
+	}
+	p->queue = NULL;
+	for (unsigned i = 0; i < p->opt.max_size; i++)
+		if (p->conns[i].open) {
+			mosquitto_disconnect(p->conns[i].m);
+			mosquitto_loop_write(p->conns[i].m, 1);
+			conn_close(p, &p->conns[i]);
+		}
+	publish_gauges(p);
+	return NULL;
+}
+
+/* --- public API ----------------------------------------------------------------------------- */
+
+static int submit_and_wait(struct mqp_pool *p, struct op *op, struct mqp_reply *reply)
+{
+	pthread_mutex_lock(&p->lock);
+	if (p->stopping) {
+		pthread_mutex_unlock(&p->lock);
+		op_unref(op);
+		op_unref(op);
+		return MQP_ECLOSED;
+	}
+	*p->incoming_tail = op;
+	p->incoming_tail = &op->queue_next;
+	pthread_mutex_unlock(&p->lock);
+	uint64_t one = 1;
+	ssize_t w = write(p->evfd, &one, sizeof one);
+	(void)w;
+
+	struct timespec until = mqc_ns_to_ts(op->deadline + GRACE_MS * MQC_NS_PER_MS);
+	pthread_mutex_lock(&op->m);
+	while (!op->done)
+		if (pthread_cond_timedwait(&op->c, &op->m, &until) == ETIMEDOUT)
+			break;
+	if (!op->done) { /* the I/O thread is wedged: give up; it will find the op done */
+		op->done = true;
+		op->result = MQP_ETIMEDOUT;
+	}
+	int result = op->result;
+	if (result == MQP_OK && reply) {
+		*reply = op->reply;
+		op->reply = (struct mqp_reply) { 0 };
+	}
+	pthread_mutex_unlock(&op->m);
+	op_unref(op);
+	return result;
+}
+
+static int check_call(struct mqp_pool *p, const char *topic, int qos)
+{
+	if (!p || !topic || !*topic || qos < 0 || qos > 2 || strpbrk(topic, "+#"))
+		return MQP_EINVAL;
+	if (strlen(topic) >= MQP_TOPIC_MAX)
+		return MQP_ETOOBIG;
+	if (pthread_equal(pthread_self(), p->thread))
+		return MQP_EDEADLK;
+	return MQP_OK;
+}
+
+int mqp_pool_request(mqp_pool *p, const char *topic, const void *payload, size_t len, int qos,
+    unsigned timeout_ms, struct mqp_reply *reply)
+{
+	int rc = check_call(p, topic, qos);
+	if (rc != MQP_OK)
+		return rc;
+	if (!reply || qos > 1 || (len && !payload))
+		return MQP_EINVAL;
+	if (len > 256 * 1024 * 1024)
+		return MQP_ETOOBIG;
+	*reply = (struct mqp_reply) { 0 };
+	uint64_t deadline = mqc_now_ns()
+	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
+	struct op *op = op_new(OP_REQUEST, topic, payload, len, qos, 0, deadline);
+	if (!op)
+		return MQP_ENOMEM;
+	return submit_and_wait(p, op, reply);
+}
+
+int mqp_pool_publish(mqp_pool *p, const char *topic, const void *payload, size_t len, int qos,
+    int retain, unsigned timeout_ms)
+{
+	int rc = check_call(p, topic, qos);
+	if (rc != MQP_OK)
+		return rc;
+	if (len && !payload)
+		return MQP_EINVAL;
+	if (len > 256 * 1024 * 1024)
+		return MQP_ETOOBIG;
+	uint64_t deadline = mqc_now_ns()
+	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
+	struct op *op = op_new(OP_PUBLISH, topic, payload, len, qos, retain != 0, deadline);
+	if (!op)
+		return MQP_ENOMEM;
+	return submit_and_wait(p, op, NULL);
+}
+
+void mqp_reply_free(struct mqp_reply *r)
+{
+	if (!r)
+		return;
+	free(r->payload);
+	free(r->topic);
+	*r = (struct mqp_reply) { 0 };
+}
+
+void mqp_pool_stats(mqp_pool *p, struct mqp_pool_stats *out)
+{
+	*out = (struct mqp_pool_stats) {
+		.size = atomic_load(&p->stats.size),
+		.ready = atomic_load(&p->stats.ready),
+		.connecting = atomic_load(&p->stats.connecting),
+		.inflight = atomic_load(&p->stats.inflight),
+		.queued = atomic_load(&p->stats.queued),
+		.requests = atomic_load(&p->stats.requests),
+		.replies = atomic_load(&p->stats.replies),
+		.timeouts = atomic_load(&p->stats.timeouts),
+		.late_replies = atomic_load(&p->stats.late_replies),
+		.strays = atomic_load(&p->stats.strays),
+		.publishes = atomic_load(&p->stats.publishes),
+		.connects_ok = atomic_load(&p->stats.connects_ok),
+		.connects_failed = atomic_load(&p->stats.connects_failed),
+		.connections_lost = atomic_load(&p->stats.connections_lost),
+	};
+}
+
+const char *mqp_pool_last_error(mqp_pool *p, char *buf, size_t len)
+{
+	if (!len)
+		return buf;
+	pthread_mutex_lock(&p->lock);
+	snprintf(buf, len, "%s", p->last_error);
+	pthread_mutex_unlock(&p->lock);
+	return buf;
+}
+
+const char *mqp_strerror(int err)
+{
+	static const char *const names[] = {
+		[MQP_OK] = "success",
+		[MQP_EINVAL] = "invalid argument",
+		[MQP_ENOMEM] = "out of memory",
+		[MQP_ETIMEDOUT] = "timed out",
+		[MQP_ECLOSED] = "pool closed",
+		[MQP_ECONNECT] = "cannot connect to the broker",
+		[MQP_ECONNLOST] = "connection lost",
+		[MQP_EDENIED] = "refused by the broker",
+		[MQP_ETLS] = "TLS setup failed",
+		[MQP_ETOOBIG] = "too large",
+		[MQP_EDEADLK] = "blocking call from the pool's own thread",
+	};
+	if (err < 0 || (size_t)err >= sizeof names / sizeof names[0] || !names[err])
+		return "unknown error";
+	return names[err];
+}

@@ -1,0 +1,389 @@
+/*
+ * Integration tests of libmqttpool against the test broker and the responder.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mqc_clock.h"
+#include "mqttpool.h"
+#include "tb_test_util.h"
+
+static mqp_pool *new_pool(const char *url, struct mqp_pool_options *o)
+{
+	const struct tb_info *i = tb_test_info();
+	struct mqp_pool_options defaults = { 0 };
+	if (!o)
+		o = &defaults;
+	o->username = i->username;
+	o->password = i->password;
+	if (strncmp(url, "mqtts", 5) == 0 && !o->cafile)
+		o->cafile = i->ca_file;
+	mqp_pool *p = NULL;
+	char err[256];
+	int rc = mqp_pool_new(url, o, &p, err, sizeof err);
+	if (rc != MQP_OK)
+		fail_msg("mqp_pool_new: %s: %s", mqp_strerror(rc), err);
+	return p;
+}
+
+static void two_pools_in_one_process_do_not_collide(void **state)
+{
+	(void)state;
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "two/cmd", NULL);
+	mqp_pool *a = new_pool(tb_test_info()->mqtt_url, NULL);
+	mqp_pool *b = new_pool(tb_test_info()->mqtt_url, NULL);
+	for (int k = 0; k < 20; k++) {
+		struct mqp_reply ra, rb;
+		assert_int_equal(mqp_pool_request(a, "two/cmd", "a", 1, 0, 3000, &ra), MQP_OK);
+		assert_int_equal(mqp_pool_request(b, "two/cmd", "b", 1, 0, 3000, &rb), MQP_OK);
+		assert_string_equal(ra.payload, "a");
+		assert_string_equal(rb.payload, "b");
+		mqp_reply_free(&ra);
+		mqp_reply_free(&rb);
+	}
+	struct mqp_pool_stats sa, sb;
+	mqp_pool_stats(a, &sa);
+	mqp_pool_stats(b, &sb);
+	assert_int_equal(sa.connections_lost + sb.connections_lost, 0); /* no session takeover */
+	mqp_pool_destroy(a);
+	mqp_pool_destroy(b);
+	tb_test_responder_stop(&r);
+}
+
+static void request_round_trip(void **state)
+{
+	(void)state;
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "rt/+/cmd", NULL);
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	struct mqp_reply reply;
+	assert_int_equal(mqp_pool_request(p, "rt/d1/cmd", "open", 4, 0, 5000, &reply), MQP_OK);
+	assert_int_equal(reply.len, 4);
+	assert_string_equal(reply.payload, "open");
+	assert_non_null(strstr(reply.topic, "mqp/inbox/"));
+	mqp_reply_free(&reply);
+	assert_int_equal(mqp_pool_request(p, "rt/d1/cmd", "", 0, 1, 5000, &reply), MQP_OK);
+	assert_int_equal(reply.len, 0);
+	mqp_reply_free(&reply);
+	assert_int_equal(mqp_pool_publish(p, "rt/other", "x", 1, 1, 0, 5000), MQP_OK);
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st);
+	assert_int_equal(st.requests, 2);
+	assert_int_equal(st.replies, 2);
+	assert_int_equal(st.publishes, 1);
+	assert_true(st.size >= 1 && st.size <= 10);
+	mqp_pool_destroy(p);
+	assert_int_equal(tb_test_responder_stop(&r).replies, 2);
+}
+
+static void bad_arguments_are_refused(void **state)
+{
+	(void)state;
+	mqp_pool *p = NULL;
+	char err[256] = "";
+	assert_int_equal(mqp_pool_new("http://x", NULL, &p, err, sizeof err), MQP_EINVAL);
+	assert_non_null(strstr(err, "scheme"));
+	assert_null(p);
+	struct mqp_pool_options o = { .min_size = 5, .max_size = 2 };
+	assert_int_equal(mqp_pool_new("mqtt://127.0.0.1:1", &o, &p, err, sizeof err), MQP_EINVAL);
+	assert_non_null(strstr(err, "min_size"));
+	assert_int_equal(mqp_pool_new("mqtts://127.0.0.1:1", NULL, &p, err, sizeof err), MQP_EINVAL);
+	assert_non_null(strstr(err, "cafile"));
+	struct mqp_pool_options tls = { .cafile = "/nonexistent/ca.crt" };
+	assert_int_equal(mqp_pool_new("mqtts://127.0.0.1:1", &tls, &p, err, sizeof err), MQP_ETLS);
+	p = new_pool(tb_test_info()->mqtt_url, NULL);
+	struct mqp_reply reply;
+	assert_int_equal(mqp_pool_request(p, "a/+/b", "x", 1, 0, 100, &reply), MQP_EINVAL);
+	assert_int_equal(mqp_pool_request(p, "", "x", 1, 0, 100, &reply), MQP_EINVAL);
+	assert_int_equal(mqp_pool_request(p, "a", "x", 1, 2, 100, &reply), MQP_EINVAL);
+	assert_int_equal(mqp_pool_request(p, "a", NULL, 1, 0, 100, &reply), MQP_EINVAL);
+	assert_int_equal(mqp_pool_publish(p, "a/#", "x", 1, 0, 0, 100), MQP_EINVAL);
+	mqp_pool_destroy(p);
+	mqp_pool_destroy(NULL);
+	assert_string_equal(mqp_strerror(MQP_ETIMEDOUT), "timed out");
+	assert_string_equal(mqp_strerror(999), "unknown error");
+}
+
+static void timeout_when_the_device_never_answers(void **state)
+{
+	(void)state;
+	struct tb_responder r
+	    = tb_test_responder(RESPONDER_PATH, "--filter", "mute/cmd", "--drop", "1", NULL);
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	struct mqp_reply reply;
+	uint64_t t0 = mqc_now_ns();
+	assert_int_equal(mqp_pool_request(p, "mute/cmd", "x", 1, 0, 300, &reply), MQP_ETIMEDOUT);
+	uint64_t took = mqc_now_ns() - t0;
+	assert_true(took >= 300 * MQC_NS_PER_MS && took < 1300 * MQC_NS_PER_MS);
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st);
+	assert_int_equal(st.timeouts, 1);
+	assert_int_equal(st.inflight, 0);
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+}
+
+struct worker {
+	mqp_pool *pool;
+	int id, requests, ok, timeouts, mismatches, other;
+};
+
+static void *work(void *arg)
+{
+	struct worker *w = arg;
+	for (int k = 0; k < w->requests; k++) {
+		char nonce[64];
+		int n = snprintf(nonce, sizeof nonce, "worker-%d-request-%d-%ld", w->id, k, random());
+		struct mqp_reply reply;
+		int rc = mqp_pool_request(w->pool, "adv/dev/cmd", nonce, (size_t)n, 0, 150, &reply);
+		if (rc == MQP_OK) {
+			w->ok++;
+			if (reply.len != (size_t)n || memcmp(reply.payload, nonce, (size_t)n) != 0)
+				w->mismatches++; /* somebody else's reply: the one thing that must not happen */
+			mqp_reply_free(&reply);
+		} else if (rc == MQP_ETIMEDOUT) {
+			w->timeouts++;
+		} else {
+			w->other++;
+		}
+	}
+	return NULL;
+}
+
+static void adversarial_device_never_crosses_replies(void **state)
+{
+	(void)state;
+	/* Duplicates, replies with wrong correlation, and late replies after the caller's timeout. */
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "adv/+/cmd",
+	    "--duplicate", "0.2", "--stray", "0.2", "--late", "0.05", "--late-delay", "400ms",
+	    "--jitter", "5ms", "--seed", "11", NULL);
+	struct mqp_pool_options o = { .max_size = 4, .max_inflight = 16 };
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
+	enum { THREADS = 8, EACH = 150 };
+	pthread_t t[THREADS];
+	struct worker w[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		w[i] = (struct worker) { .pool = p, .id = i, .requests = EACH };
+		pthread_create(&t[i], NULL, work, &w[i]);
+	}
+	int ok = 0, timeouts = 0, mismatches = 0, other = 0;
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(t[i], NULL);
+		ok += w[i].ok;
+		timeouts += w[i].timeouts;
+		mismatches += w[i].mismatches;
+		other += w[i].other;
+	}
+	nanosleep(&(struct timespec) { .tv_nsec = 500000000 }, NULL); /* let the late replies land */
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st);
+	print_message("ok %d timeouts %d other %d; stats: replies %llu late %llu strays %llu size %u\n",
+	    ok, timeouts, other, (unsigned long long)st.replies, (unsigned long long)st.late_replies,
+	    (unsigned long long)st.strays, st.size);
+	assert_int_equal(mismatches, 0);
+	assert_int_equal(other, 0);
+	assert_int_equal(ok + timeouts, THREADS * EACH);
+	assert_true(ok > THREADS * EACH * 8 / 10);
+	assert_true(timeouts > 0);        /* the late replies fired... */
+	assert_true(st.late_replies > 0); /* ...and arrived after their callers gave up */
+	assert_true(st.strays > 0);       /* wrong correlation data was dropped */
+	assert_int_equal(st.replies, (uint64_t)ok);
+	assert_true(st.size <= 4);
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+}
+
+static void unreachable_broker_fails_fast_with_the_reason(void **state)
+{
+	(void)state;
+	mqp_pool *p = NULL;
+	char err[256];
+	struct mqp_pool_options o = { .min_size_zero = 1 };
+	assert_int_equal(mqp_pool_new("mqtt://127.0.0.1:1", &o, &p, err, sizeof err), MQP_OK);
+	struct mqp_reply reply;
+	uint64_t t0 = mqc_now_ns();
+	assert_int_equal(mqp_pool_request(p, "x/cmd", "x", 1, 0, 10000, &reply), MQP_ECONNECT);
+	assert_true(mqc_now_ns() - t0 < 2 * MQC_NS_PER_S); /* not the 10 s timeout */
+	mqp_pool_last_error(p, err, sizeof err);
+	assert_non_null(strstr(err, "127.0.0.1:1"));
+	assert_non_null(strstr(err, "refused"));
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st);
+	assert_true(st.connects_failed >= 1);
+	mqp_pool_destroy(p);
+
+	const struct tb_info *i = tb_test_info();
+	struct mqp_pool_options bad = { .username = i->username, .password = "wrong" };
+	assert_int_equal(mqp_pool_new(i->mqtt_url, &bad, &p, err, sizeof err), MQP_OK);
+	assert_int_equal(mqp_pool_request(p, "x/cmd", "x", 1, 0, 10000, &reply), MQP_ECONNECT);
+	mqp_pool_last_error(p, err, sizeof err);
+	assert_non_null(strstr(err, "refused CONNECT"));
+	mqp_pool_destroy(p);
+}
+
+static void tls_with_one_shared_context(void **state)
+{
+	(void)state;
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "tls/cmd", NULL);
+	const struct tb_info *i = tb_test_info();
+	struct mqp_pool_options o = { .max_size = 3 };
+	mqp_pool *p = new_pool(i->mqtts_url, &o);
+	struct mqp_reply reply;
+	assert_int_equal(mqp_pool_request(p, "tls/cmd", "secure", 6, 0, 5000, &reply), MQP_OK);
+	assert_string_equal(reply.payload, "secure");
+	mqp_reply_free(&reply);
+	mqp_pool_destroy(p);
+	/* The wrong CA: a clear connect error, not a timeout. */
+	struct mqp_pool_options wrong = { .cafile = i->client_cert, .min_size_zero = 1 };
+	p = new_pool(i->mqtts_url, &wrong);
+	assert_int_equal(mqp_pool_request(p, "tls/cmd", "x", 1, 0, 5000, &reply), MQP_ECONNECT);
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+}
+
+struct waiter {
+	mqp_pool *pool;
+	int rc;
+};
+
+static void *wait_forever(void *arg)
+{
+	struct waiter *w = arg;
+	struct mqp_reply reply;
+	w->rc = mqp_pool_request(w->pool, "mute/cmd", "x", 1, 0, 30000, &reply);
+	return NULL;
+}
+
+static void destroy_completes_waiting_callers(void **state)
+{
+	(void)state;
+	struct tb_responder r
+	    = tb_test_responder(RESPONDER_PATH, "--filter", "mute/cmd", "--drop", "1", NULL);
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	enum { N = 5 };
+	pthread_t t[N];
+	struct waiter w[N];
+	for (int i = 0; i < N; i++) {
+		w[i] = (struct waiter) { .pool = p, .rc = -1 };
+		pthread_create(&t[i], NULL, wait_forever, &w[i]);
+	}
+	nanosleep(&(struct timespec) { .tv_nsec = 300000000 }, NULL);
+	uint64_t t0 = mqc_now_ns();
+	mqp_pool_destroy(p);
+	for (int i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(w[i].rc, MQP_ECLOSED);
+	}
+	assert_true(mqc_now_ns() - t0 < MQC_NS_PER_S);
+	tb_test_responder_stop(&r);
+}
+
+static void many_open_files_do_not_break_it(void **state)
+{
+	(void)state;
+	/* select() fails above fd 1024; the pool uses epoll, so its sockets may be numbered high. */
+	enum { EXTRA = 1100 };
+	int fds[EXTRA];
+	for (int i = 0; i < EXTRA; i++)
+		assert_true((fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0);
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "fd/cmd", NULL);
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	struct mqp_reply reply;
+	assert_int_equal(mqp_pool_request(p, "fd/cmd", "high", 4, 0, 5000, &reply), MQP_OK);
+	mqp_reply_free(&reply);
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+	for (int i = 0; i < EXTRA; i++)
+		close(fds[i]);
+}
+
+struct looper {
+	mqp_pool *pool;
+	atomic_int stop;
+	int ok, failed;
+};
+
+static void *loop_requests(void *arg)
+{
+	struct looper *l = arg;
+	while (!atomic_load(&l->stop)) {
+		struct mqp_reply reply;
+		int rc = mqp_pool_request(l->pool, "restart/cmd", "x", 1, 0, 500, &reply);
+		if (rc == MQP_OK) {
+			l->ok++;
+			mqp_reply_free(&reply);
+		} else {
+			l->failed++;
+			nanosleep(&(struct timespec) { .tv_nsec = 20000000 }, NULL);
+		}
+	}
+	return NULL;
+}
+
+static void broker_restart_mid_load_recovers(void **state)
+{
+	(void)state;
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "restart/cmd", NULL);
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	enum { N = 4 };
+	pthread_t t[N];
+	struct looper l[N];
+	for (int i = 0; i < N; i++) {
+		l[i] = (struct looper) { .pool = p };
+		pthread_create(&t[i], NULL, loop_requests, &l[i]);
+	}
+	nanosleep(&(struct timespec) { .tv_nsec = 300000000 }, NULL);
+	char err[512];
+	if (tb_broker_restart(tb_test_broker(), err, sizeof err) != 0)
+		fail_msg("restart: %s", err);
+	tb_test_responder_kill(&r); /* it exits when its broker goes; start a new one */
+	r = tb_test_responder(RESPONDER_PATH, "--filter", "restart/cmd", NULL);
+	/* Callers get errors, nobody hangs, and the pool serves again. */
+	struct mqp_reply reply;
+	int rc = MQP_ECONNECT;
+	uint64_t deadline = mqc_now_ns() + 10 * MQC_NS_PER_S;
+	while (rc != MQP_OK && mqc_now_ns() < deadline) {
+		rc = mqp_pool_request(p, "restart/cmd", "after", 5, 0, 500, &reply);
+		if (rc == MQP_OK)
+			mqp_reply_free(&reply);
+	}
+	assert_int_equal(rc, MQP_OK);
+	for (int i = 0; i < N; i++)
+		atomic_store(&l[i].stop, 1);
+	int ok = 0, failed = 0;
+	for (int i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		ok += l[i].ok;
+		failed += l[i].failed;
+	}
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st);
+	print_message("restart: ok %d failed %d lost %llu\n", ok, failed,
+	    (unsigned long long)st.connections_lost);
+	assert_true(ok > 0);
+	assert_true(st.connections_lost >= 1);
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(request_round_trip),
+		cmocka_unit_test(bad_arguments_are_refused),
+		cmocka_unit_test(two_pools_in_one_process_do_not_collide),
+		cmocka_unit_test(timeout_when_the_device_never_answers),
+		cmocka_unit_test(adversarial_device_never_crosses_replies),
+		cmocka_unit_test(unreachable_broker_fails_fast_with_the_reason),
+		cmocka_unit_test(tls_with_one_shared_context),
+		cmocka_unit_test(destroy_completes_waiting_callers),
+		cmocka_unit_test(many_open_files_do_not_break_it),
+		cmocka_unit_test(broker_restart_mid_load_recovers),
+	};
+	return TB_TEST_RUN(tests, NULL);
+}
