@@ -12,7 +12,7 @@
 #include "mqc_clock.h"
 #include "mqc_strutil.h"
 
-static const char *const scenario_names[] = { "connect", "throughput", "fanout" };
+static const char *const scenario_names[] = { "connect", "throughput", "fanout", "request" };
 
 static void usage_main(FILE *out)
 {
@@ -25,7 +25,9 @@ static void usage_main(FILE *out)
 	    "  connect      open N connections on a schedule, hold them, report connect latency\n"
 	    "  throughput   P publishers at R msg/s each -> S subscribers\n"
 	    "  fanout       one publisher -> S subscribers\n"
-	    "  merge        combine --json results: mqbench merge a.json b.json ...\n\n"
+	    "  request      command/reply through a device: naive, pool and dedicated connections\n"
+	    "  merge        combine --json results: mqbench merge a.json b.json ...\n"
+	    "  report       an HTML page of --json results: mqbench report a.json ... > r.html\n\n"
 	    "Exit status: 0 success; 1 the run failed (unreachable broker, refused CONNECT, nothing\n"
 	    "delivered, loss above --max-loss); 2 bad options.\n");
 }
@@ -49,7 +51,23 @@ static void usage(enum bench_scenario sc)
 	    "  --broker-pid PID      sample the broker's CPU and memory from /proc\n"
 	    "  --max-loss PCT        exit 1 when loss exceeds PCT percent (default: report only)\n"
 	    "  --drain D             longest wait for late deliveries after the last send (10s)\n");
-	if (sc == SC_CONNECT)
+	if (sc == SC_REQUEST)
+		printf(
+		    "\nrequest options:\n"
+		    "  --mode naive|pool|dedicated|all   default all (one after another, same settings)\n"
+		    "                        naive: connect, subscribe, publish, wait, disconnect per\n"
+		    "                        request; pool: libmqttpool; dedicated: one persistent\n"
+		    "                        connection per worker (the upper bound)\n"
+		    "  --concurrency C       worker threads (default 10)\n"
+		    "  --rate R              requests per second in all, open loop (latency from the\n"
+		    "                        intended time); default: closed loop\n"
+		    "  --topic T             command topic a device answers (default\n"
+		    "                        devices/bench/commands/ping; run test-broker/responder)\n"
+		    "  --timeout D           per request (default 5s)\n"
+		    "  --pool-size N         the pool's max_size (default 10)\n"
+		    "(--qos, --size, --protocol, --drain, --max-loss do not apply: requests are QoS 0, "
+		    "v5.)\n");
+	else if (sc == SC_CONNECT)
 		printf("\nconnect options:\n"
 		       "  --clients N           connections to open (default 1000; <= ~15000 here)\n"
 		       "  --rate R              attempts per second on the schedule (default 1000)\n"
@@ -114,7 +132,11 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		O_CONC,
 		O_HOLD,
 		O_CTIMEOUT,
-		O_SOURCE
+		O_SOURCE,
+		O_MODE,
+		O_POOLSIZE,
+		O_TOPIC,
+		O_TIMEOUT
 	};
 	static const struct option longopts[] = {
 		{ "broker", required_argument, NULL, O_BROKER },
@@ -145,6 +167,10 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		{ "hold", required_argument, NULL, O_HOLD },
 		{ "connect-timeout", required_argument, NULL, O_CTIMEOUT },
 		{ "source", required_argument, NULL, O_SOURCE },
+		{ "mode", required_argument, NULL, O_MODE },
+		{ "pool-size", required_argument, NULL, O_POOLSIZE },
+		{ "topic", required_argument, NULL, O_TOPIC },
+		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -167,8 +193,22 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		.connrate = 1000,
 		.hold_ns = MQC_NS_PER_S,
 		.connect_timeout_ns = 10 * MQC_NS_PER_S,
+		.request_mode = -1,
+		.pool_size = 10,
+		.timeout_ns = 5 * MQC_NS_PER_S,
 	};
-	bool connect_only[O_SOURCE + 1] = { 0 }, flow_only[O_SOURCE + 1] = { 0 };
+	if (sc == SC_REQUEST) {
+		o->rate = 0; /* closed loop unless --rate */
+		o->concurrency = 10;
+		o->pub_topic = "devices/bench/commands/ping";
+	}
+	bool connect_only[O_TIMEOUT + 1] = { 0 }, flow_only[O_TIMEOUT + 1] = { 0 };
+	bool request_only[O_TIMEOUT + 1] = { 0 }, not_request[O_TIMEOUT + 1] = { 0 };
+	request_only[O_MODE] = request_only[O_POOLSIZE] = request_only[O_TOPIC] = true;
+	request_only[O_TIMEOUT] = true;
+	not_request[O_QOS] = not_request[O_SIZE] = not_request[O_PROTO] = not_request[O_DRAIN] = true;
+	not_request[O_MAXLOSS] = not_request[O_CLIENTS] = not_request[O_HOLD] = true;
+	not_request[O_CTIMEOUT] = not_request[O_SOURCE] = true;
 	connect_only[O_CLIENTS] = connect_only[O_CONC] = connect_only[O_HOLD] = true;
 	connect_only[O_CTIMEOUT] = connect_only[O_SOURCE] = true;
 	flow_only[O_PUBS] = flow_only[O_SUBS] = flow_only[O_TOPICS] = true;
@@ -184,9 +224,11 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		if (index < 0 && c != 'h')
 			snprintf(name, sizeof name, "%s", argv[optind - 1]);
 		index = -1;
-		if (c >= O_BROKER && c <= O_SOURCE
-		    && ((connect_only[c] && sc != SC_CONNECT) || (flow_only[c] && sc == SC_CONNECT)
-		        || (c == O_PUBS && sc == SC_FANOUT))) {
+		bool request = sc == SC_REQUEST, conn_or_req = sc == SC_CONNECT || request;
+		if (c >= O_BROKER && c <= O_TIMEOUT
+		    && ((connect_only[c] && sc != SC_CONNECT && !(request && c == O_CONC))
+		        || (flow_only[c] && conn_or_req) || (request_only[c] && !request)
+		        || (not_request[c] && request) || (c == O_PUBS && sc == SC_FANOUT))) {
 			fprintf(stderr, "mqbench: %s does not apply to the %s scenario (see --help)\n", name,
 			    scenario_names[sc]);
 			return 2;
@@ -227,6 +269,32 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 				break;
 			case O_SOURCE:
 				o->sources = optarg;
+				break;
+			case O_TOPIC:
+				if (!*optarg || strpbrk(optarg, "+#"))
+					return bad(name, optarg, "a topic without wildcards");
+				o->pub_topic = optarg;
+				break;
+			case O_MODE:
+				if (strcmp(optarg, "naive") == 0)
+					o->request_mode = 0;
+				else if (strcmp(optarg, "pool") == 0)
+					o->request_mode = 1;
+				else if (strcmp(optarg, "dedicated") == 0)
+					o->request_mode = 2;
+				else if (strcmp(optarg, "all") == 0)
+					o->request_mode = -1;
+				else
+					return bad(name, optarg, "naive, pool, dedicated or all");
+				break;
+			case O_POOLSIZE:
+				if (mqc_parse_u64(optarg, 1, 1000, &u) != 0)
+					return bad(name, optarg, "a size from 1 to 1000");
+				o->pool_size = (unsigned)u;
+				break;
+			case O_TIMEOUT:
+				if (parse_duration(name, optarg, &o->timeout_ns) || o->timeout_ns == 0)
+					return bad(name, optarg, "a duration above zero");
 				break;
 			case O_QOS:
 				if (mqc_parse_u64(optarg, 0, 2, &u) != 0)
@@ -346,7 +414,7 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 	}
 	if (sc == SC_FANOUT)
 		o->publishers = 1;
-	if (!o->pub_topic != !o->sub_filter) {
+	if (sc != SC_REQUEST && !o->pub_topic != !o->sub_filter) {
 		fprintf(stderr, "mqbench: --pub-topic and --sub-filter go together\n");
 		return 2;
 	}
@@ -365,14 +433,16 @@ int main(int argc, char **argv)
 		return bench_merge(argc - 1, argv + 1);
 	if (strcmp(argv[1], "report") == 0)
 		return bench_report(argc - 1, argv + 1);
-	for (int sc = 0; sc < 3; sc++) {
+	for (int sc = 0; sc < 4; sc++) {
 		if (strcmp(argv[1], scenario_names[sc]) != 0)
 			continue;
 		struct bench_opts o;
 		int rc = bench_parse(argc - 1, argv + 1, (enum bench_scenario)sc, &o);
 		if (rc)
 			return rc == 1 ? 0 : rc;
-		return sc == SC_CONNECT ? bench_run_connect(&o) : bench_run_throughput(&o);
+		return sc == SC_CONNECT ? bench_run_connect(&o)
+		    : sc == SC_REQUEST  ? bench_run_request(&o)
+		                        : bench_run_throughput(&o);
 	}
 	fprintf(stderr, "mqbench: unknown scenario '%s' (connect, throughput, fanout, merge, report)\n",
 	    argv[1]);

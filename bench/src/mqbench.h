@@ -13,7 +13,7 @@
 #include "mqc_hist.h"
 #include "mqc_url.h"
 
-enum bench_scenario { SC_CONNECT, SC_THROUGHPUT, SC_FANOUT };
+enum bench_scenario { SC_CONNECT, SC_THROUGHPUT, SC_FANOUT, SC_REQUEST };
 
 struct bench_opts {
 	enum bench_scenario scenario;
@@ -41,6 +41,10 @@ struct bench_opts {
 	double connrate;
 	uint64_t hold_ns, connect_timeout_ns;
 	const char *sources; /* "127.0.0.2-127.0.0.5" */
+	/* request */
+	int request_mode; /* -1: all three; 0 naive, 1 pool, 2 dedicated */
+	unsigned pool_size;
+	uint64_t timeout_ns; /* per request */
 };
 
 /** Parse argv (after the scenario name). Returns 0, 1 after --help, 2 on a usage error. */
@@ -48,6 +52,7 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 
 int bench_run_throughput(const struct bench_opts *o);
 int bench_run_connect(const struct bench_opts *o);
+int bench_run_request(const struct bench_opts *o);
 int bench_merge(int argc, char **argv);
 int bench_report(int argc, char **argv);
 

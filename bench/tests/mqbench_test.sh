@@ -156,6 +156,31 @@ fi
 expect_counts "through the responder" "$tmp/acc.json" 200 200
 kill "$responder_pid"; wait "$responder_pid" 2>/dev/null; responder_pid=""
 
+# --- request: naive, pool and dedicated through the responder ----------------------------------
+"$RESPONDER" --broker "$MQTT_URL" "${auth[@]}" --filter 'devices/+/commands/#' >"$tmp/resp2" 2>&1 &
+responder_pid=$!
+for _ in $(seq 50); do grep -q RESPONDER_READY "$tmp/resp2" && break; sleep 0.1; done
+"$MQB" request --broker "$MQTT_URL" "${auth[@]}" --concurrency 4 --duration 1s --pool-size 3 \
+  --metrics-url "$METRICS_URL" --json >"$tmp/req.json" 2>"$tmp/req.err" || fail "request: $(cat "$tmp/req.err")"
+modes_ok=0
+for mode in naive pool dedicated; do
+  rps=$(grep -o "\"$mode\":{\"requests_per_second\":[0-9.]*" "$tmp/req.json" | grep -o '[0-9.]*$')
+  [ "${rps%.*}" -gt 0 ] 2>/dev/null && modes_ok=$((modes_ok + 1))
+done
+pool_connects=$(grep -o '"pool":{[^}]*"connects":[0-9]*' "$tmp/req.json" | grep -o '[0-9]*$')
+naive_ok=$(grep -o '"naive":{[^}]*"ok":[0-9]*' "$tmp/req.json" | grep -o '[0-9]*$')
+naive_connects=$(grep -o '"naive":{[^}]*"connects":[0-9]*' "$tmp/req.json" | grep -o '[0-9]*$')
+if [ $modes_ok = 3 ] && [ "${pool_connects:-99}" -le 3 ] && [ "$naive_connects" -ge "$naive_ok" ]; then
+  pass "request: 3 modes answered; the pool used $pool_connects connections, naive $naive_connects"
+else
+  fail "request: $(head -c 600 "$tmp/req.json")"
+fi
+"$MQB" request --broker "$MQTT_URL" "${auth[@]}" --mode pool --topic nobody/listens --timeout 200ms \
+  --duration 0.5s --concurrency 2 >"$tmp/req2.out" 2>"$tmp/req2.err"
+[ $? = 1 ] && grep -q "no request got its reply" "$tmp/req2.err" && pass "request without a device fails loudly" \
+  || fail "request without a device: $(cat "$tmp/req2.err")"
+kill "$responder_pid"; wait "$responder_pid" 2>/dev/null; responder_pid=""
+
 # --- failing loudly ---------------------------------------------------------------------------
 expect_exit 2 "unknown option '--bogus'" -- "$MQB" throughput --broker "$MQTT_URL" --bogus
 expect_exit 2 "--qos: expected 0, 1 or 2" -- "$MQB" throughput --broker "$MQTT_URL" --qos 3
@@ -172,7 +197,9 @@ expect_exit 1 "connections failed: connack 5" -- "$MQB" connect --broker "$MQTT_
 expect_exit 1 "connections failed: tls 3" -- "$MQB" connect --broker "$MQTTS_URL" --cafile "$CLIENT_CERT" "${auth[@]}" --clients 3
 expect_exit 1 "file descriptors; the limit here is" -- "$MQB" connect --broker "$MQTT_URL" --clients 1000000
 expect_exit 2 "--clients does not apply to the throughput scenario" -- "$MQB" throughput --broker "$MQTT_URL" --clients 5
-for sc in connect throughput fanout; do
+expect_exit 2 "--qos does not apply to the request scenario" -- "$MQB" request --broker "$MQTT_URL" --qos 1
+expect_exit 2 "--mode: expected naive, pool, dedicated or all" -- "$MQB" request --broker "$MQTT_URL" --mode fast
+for sc in connect throughput fanout request; do
   "$MQB" $sc --help | grep -q -- "--broker URL" && pass "$sc --help" || fail "$sc --help"
 done
 

@@ -1,0 +1,392 @@
+/*
+ * request.c - `mqbench request`: command/reply through a device, three ways.
+ *
+ *   naive      per request: connect, subscribe to a reply topic, publish, wait, disconnect
+ *              (what a web handler without a pool does)
+ *   pool       libmqttpool: warm connections, v5 inbox + correlation, no SUBSCRIBE per request
+ *   dedicated  one private persistent connection per worker (the upper bound)
+ *
+ * C worker threads share one schedule: with --rate every request has an intended time and its
+ * latency is measured from it (a slow broker or device shows as latency, not as fewer
+ * requests); without --rate the loop is closed (each worker starts its next request at once).
+ * A timed-out request is recorded at the timeout value and counted.
+ */
+#define _GNU_SOURCE
+#include <mosquitto.h>
+#include <mqtt_protocol.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mqbench.h"
+#include "mqc_clock.h"
+#include "mqttpool.h"
+
+static const char *const mode_names[] = { "naive", "pool", "dedicated" };
+
+struct shared {
+	const struct bench_opts *o;
+	int mode;
+	mqp_pool *pool;
+	pthread_mutex_t lock;
+	uint64_t next, t0, end;
+	atomic_uint_fast64_t done, errors, timeouts;
+	atomic_uint client_counter;
+	uint16_t run;
+};
+
+struct worker {
+	struct shared *s;
+	int id;
+	struct mqc_hist lat;
+	/* a synchronous libmosquitto client (naive, dedicated) */
+	struct mosquitto *m;
+	int connack, sub_mid, acked_mid;
+	bool subscribed, got;
+	uint64_t seq;
+	char inbox[128];
+	unsigned char want[16];
+};
+
+/* --- the synchronous client used by naive and dedicated ---------------------------------- */
+
+static void on_connect(struct mosquitto *m, void *obj, int rc, int f, const mosquitto_property *p)
+{
+	(void)m;
+	(void)f;
+	(void)p;
+	((struct worker *)obj)->connack = rc;
+}
+
+static void on_subscribe(
+    struct mosquitto *m, void *obj, int mid, int n, const int *g, const mosquitto_property *p)
+{
+	(void)m;
+	(void)p;
+	struct worker *w = obj;
+	if (mid == w->sub_mid && n > 0 && g[0] <= 2)
+		w->subscribed = true;
+}
+
+static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_message *msg,
+    const mosquitto_property *props)
+{
+	(void)m;
+	(void)msg;
+	struct worker *w = obj;
+	void *corr = NULL;
+	uint16_t len = 0;
+	mosquitto_property_read_binary(props, MQTT_PROP_CORRELATION_DATA, &corr, &len, false);
+	if (corr && len == sizeof w->want && memcmp(corr, w->want, len) == 0)
+		w->got = true; /* only our own request's reply counts */
+	free(corr);
+}
+
+/* Run the client until done() or the deadline. */
+static bool run_until(struct worker *w, bool *flag, uint64_t deadline)
+{
+	while (!*flag) {
+		uint64_t now = mqc_now_ns();
+		if (now >= deadline)
+			return false;
+		int ms = (int)((deadline - now) / MQC_NS_PER_MS);
+		if (mosquitto_loop(w->m, ms < 1 ? 1 : ms > 100 ? 100 : ms, 1) != MOSQ_ERR_SUCCESS)
+			return false;
+	}
+	return true;
+}
+
+static int client_open(struct worker *w, uint64_t deadline)
+{
+	const struct bench_opts *o = w->s->o;
+	char id[64];
+	snprintf(id, sizeof id, "%s-%u-%u", o->prefix, w->s->run,
+	    atomic_fetch_add(&w->s->client_counter, 1));
+	w->m = mosquitto_new(id, true, w);
+	if (!w->m)
+		return -1;
+	mosquitto_int_option(w->m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
+	mosquitto_int_option(w->m, MOSQ_OPT_TCP_NODELAY, 1);
+	mosquitto_connect_v5_callback_set(w->m, on_connect);
+	mosquitto_subscribe_v5_callback_set(w->m, on_subscribe);
+	mosquitto_message_v5_callback_set(w->m, on_message);
+	if (o->username)
+		mosquitto_username_pw_set(w->m, o->username, o->password);
+	if (o->url.tls && mosquitto_tls_set(w->m, o->cafile, NULL, o->cert, o->key, NULL) != 0)
+		return -1;
+	w->connack = -1;
+	w->subscribed = false;
+	if (mosquitto_connect(w->m, o->url.host, o->url.port, 30) != MOSQ_ERR_SUCCESS)
+		return -1;
+	bool connected = false;
+	while (w->connack < 0 && mqc_now_ns() < deadline)
+		if (mosquitto_loop(w->m, 10, 1) != MOSQ_ERR_SUCCESS)
+			return -1;
+	connected = w->connack == 0;
+	if (!connected)
+		return -1;
+	snprintf(w->inbox, sizeof w->inbox, "%s/inbox/%s", o->prefix, id);
+	char filter[160];
+	snprintf(filter, sizeof filter, "%s/#", w->inbox);
+	if (mosquitto_subscribe_v5(w->m, &w->sub_mid, filter, 0, MQTT_SUB_OPT_NO_LOCAL, NULL) != 0
+	    || !run_until(w, &w->subscribed, deadline))
+		return -1;
+	return 0;
+}
+
+static void client_close(struct worker *w)
+{
+	if (!w->m)
+		return;
+	mosquitto_disconnect(w->m);
+	mosquitto_loop(w->m, 1, 1);
+	mosquitto_destroy(w->m);
+	w->m = NULL;
+}
+
+static int client_request(struct worker *w, const char *payload, size_t len, uint64_t deadline)
+{
+	w->seq++;
+	memcpy(w->want, &w->id, sizeof w->id);
+	memcpy(w->want + sizeof w->id, &w->seq, sizeof w->seq);
+	memset(w->want + sizeof w->id + sizeof w->seq, 0x5a,
+	    sizeof w->want - sizeof w->id - sizeof w->seq);
+	char topic[200];
+	snprintf(topic, sizeof topic, "%s/%llu", w->inbox, (unsigned long long)w->seq);
+	mosquitto_property *props = NULL;
+	mosquitto_property_add_string(&props, MQTT_PROP_RESPONSE_TOPIC, topic);
+	mosquitto_property_add_binary(&props, MQTT_PROP_CORRELATION_DATA, w->want, sizeof w->want);
+	w->got = false;
+	int rc
+	    = mosquitto_publish_v5(w->m, NULL, w->s->o->pub_topic, (int)len, payload, 0, false, props);
+	mosquitto_property_free_all(&props);
+	if (rc != MOSQ_ERR_SUCCESS)
+		return MQP_ECONNLOST;
+	return run_until(w, &w->got, deadline) ? MQP_OK : MQP_ETIMEDOUT;
+}
+
+/* --- workers ----------------------------------------------------------------------------- */
+
+/* Take the next slot: its intended time, or false when the run is over. */
+static bool take(struct shared *s, uint64_t *intended)
+{
+	pthread_mutex_lock(&s->lock);
+	uint64_t now = mqc_now_ns();
+	bool ok = false;
+	if (s->o->rate > 0) {
+		uint64_t t = s->t0 + (uint64_t)((double)s->next * 1e9 / s->o->rate);
+		if (t < s->end) {
+			s->next++;
+			*intended = t;
+			ok = true;
+		}
+	} else if (now < s->end) {
+		*intended = now;
+		ok = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ok;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct shared *s = w->s;
+	const struct bench_opts *o = s->o;
+	uint64_t timeout = o->timeout_ns;
+	char payload[64];
+	int plen = snprintf(payload, sizeof payload, "bench-%d", w->id);
+	if (s->mode == 2 && client_open(w, mqc_now_ns() + timeout) != 0) {
+		fprintf(stderr, "mqbench: worker %d cannot open its dedicated connection\n", w->id);
+		atomic_fetch_add(&s->errors, 1);
+		client_close(w);
+		return NULL;
+	}
+	uint64_t intended;
+	while (take(s, &intended)) {
+		uint64_t now = mqc_now_ns();
+		if (intended > now)
+			nanosleep(&(struct timespec) { .tv_sec = (time_t)((intended - now) / MQC_NS_PER_S),
+			              .tv_nsec = (long)((intended - now) % MQC_NS_PER_S) },
+			    NULL);
+		uint64_t deadline = mqc_now_ns() + timeout;
+		int rc;
+		if (s->mode == 1) {
+			struct mqp_reply reply;
+			rc = mqp_pool_request(s->pool, o->pub_topic, payload, (size_t)plen, 0,
+			    (unsigned)(timeout / MQC_NS_PER_MS), &reply);
+			mqp_reply_free(&reply);
+		} else if (s->mode == 2) {
+			rc = client_request(w, payload, (size_t)plen, deadline);
+		} else {
+			rc = client_open(w, deadline) == 0 ? client_request(w, payload, (size_t)plen, deadline)
+			                                   : MQP_ECONNECT;
+			client_close(w);
+		}
+		uint64_t done = mqc_now_ns();
+		if (rc == MQP_OK) {
+			mqc_hist_record(&w->lat, done - intended);
+			atomic_fetch_add(&s->done, 1);
+		} else if (rc == MQP_ETIMEDOUT) {
+			mqc_hist_record(&w->lat, done - intended); /* never vanishes from the tail */
+			atomic_fetch_add(&s->timeouts, 1);
+		} else {
+			atomic_fetch_add(&s->errors, 1);
+		}
+		if (s->mode == 2 && rc != MQP_OK && rc != MQP_ETIMEDOUT)
+			break;
+	}
+	client_close(w);
+	return NULL;
+}
+
+struct mode_result {
+	double rate;
+	struct mqc_hist lat;
+	uint64_t done, errors, timeouts;
+	struct probe_sample p0, p1;
+	bool ran;
+};
+
+static int run_mode(const struct bench_opts *o, int mode, uint16_t run, struct mode_result *r)
+{
+	struct shared s = { .o = o, .mode = mode, .run = run };
+	pthread_mutex_init(&s.lock, NULL);
+	mqc_hist_init(&r->lat, 10);
+	bench_probe_read(o->metrics_url, &r->p0);
+	if (mode == 1) {
+		struct mqp_pool_options po = { .max_size = o->pool_size,
+			.min_size = o->pool_size < 2 ? o->pool_size : 2,
+			.username = o->username,
+			.password = o->password,
+			.cafile = o->cafile,
+			.certfile = o->cert,
+			.keyfile = o->key,
+			.client_id_prefix = "mqbench" };
+		char err[256];
+		int rc = mqp_pool_new(o->broker, &po, &s.pool, err, sizeof err);
+		if (rc != MQP_OK) {
+			fprintf(stderr, "mqbench: pool: %s: %s\n", mqp_strerror(rc), err);
+			return -1;
+		}
+		/* Warm: the pool's point is that connections exist before the first request. */
+		uint64_t warm = mqc_now_ns() + 5 * MQC_NS_PER_S;
+		struct mqp_pool_stats st;
+		do {
+			mqp_pool_stats(s.pool, &st);
+			nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
+		} while (st.ready < po.min_size && mqc_now_ns() < warm);
+	}
+	struct worker *w = calloc(o->concurrency, sizeof *w);
+	pthread_t *t = calloc(o->concurrency, sizeof *t);
+	s.t0 = mqc_now_ns();
+	s.end = s.t0 + o->duration_ns;
+	for (unsigned i = 0; i < o->concurrency; i++) {
+		w[i] = (struct worker) { .s = &s, .id = (int)i };
+		mqc_hist_init(&w[i].lat, 10);
+		pthread_create(&t[i], NULL, worker_main, &w[i]);
+	}
+	for (unsigned i = 0; i < o->concurrency; i++) {
+		pthread_join(t[i], NULL);
+		mqc_hist_merge(&r->lat, &w[i].lat);
+		mqc_hist_free(&w[i].lat);
+	}
+	uint64_t elapsed = mqc_now_ns() - s.t0;
+	if (s.pool)
+		mqp_pool_destroy(s.pool);
+	nanosleep(&(struct timespec) { .tv_nsec = 200000000 }, NULL); /* let the probe see them go */
+	bench_probe_read(o->metrics_url, &r->p1);
+	r->done = atomic_load(&s.done);
+	r->errors = atomic_load(&s.errors);
+	r->timeouts = atomic_load(&s.timeouts);
+	r->rate = (double)r->done / ((double)elapsed / 1e9);
+	r->ran = true;
+	free(w);
+	free(t);
+	pthread_mutex_destroy(&s.lock);
+	return 0;
+}
+
+int bench_run_request(const struct bench_opts *o)
+{
+	mosquitto_lib_init();
+	struct mode_result r[3] = { 0 };
+	uint16_t run = (uint16_t)(o->seed ^ (o->seed >> 16));
+	int rc = 0;
+	for (int mode = 0; mode < 3; mode++) {
+		if (o->request_mode >= 0 && o->request_mode != mode)
+			continue;
+		fprintf(stderr, "mqbench: %s: %u workers for %.1fs...\n", mode_names[mode], o->concurrency,
+		    (double)o->duration_ns / 1e9);
+		if (run_mode(o, mode, run, &r[mode]) != 0)
+			rc = 1;
+	}
+	if (o->json) {
+		printf("{\"scenario\":\"request\",\"broker\":\"%s\",\"config\":{\"concurrency\":%u,"
+		       "\"rate\":%.3f,\"duration_ns\":%llu,\"pool_size\":%u,\"topic\":\"%s\"},\"modes\":{",
+		    o->broker, o->concurrency, o->rate, (unsigned long long)o->duration_ns, o->pool_size,
+		    o->pub_topic);
+		bool first = true;
+		for (int m = 0; m < 3; m++) {
+			if (!r[m].ran)
+				continue;
+			printf("%s\"%s\":{\"requests_per_second\":%.1f,\"ok\":%llu,\"timeouts\":%llu,"
+			       "\"errors\":%llu,",
+			    first ? "" : ",", mode_names[m], r[m].rate, (unsigned long long)r[m].done,
+			    (unsigned long long)r[m].timeouts, (unsigned long long)r[m].errors);
+			if (r[m].p0.ok && r[m].p1.ok)
+				printf("\"connects\":%.0f,\"disconnects\":%.0f,",
+				    r[m].p1.connects - r[m].p0.connects, r[m].p1.disconnects - r[m].p0.disconnects);
+			bench_json_hist(stdout, "latency", &r[m].lat);
+			printf("}");
+			first = false;
+		}
+		printf("}}\n");
+	} else {
+		printf("request %s against %s: concurrency %u, %.1fs per mode, %s\n", o->pub_topic,
+		    o->broker, o->concurrency, (double)o->duration_ns / 1e9,
+		    o->rate > 0 ? "open loop" : "closed loop");
+		printf("%-10s %10s %10s %10s %10s %9s %9s %12s\n", "mode", "req/s", "p50", "p99", "p99.9",
+		    "errors", "connects", "disconnects");
+		for (int m = 0; m < 3; m++) {
+			if (!r[m].ran)
+				continue;
+			char a[24], b[24], c[24], cn[24] = "-", dc[24] = "-";
+			if (r[m].p0.ok && r[m].p1.ok) {
+				snprintf(cn, sizeof cn, "%.0f", r[m].p1.connects - r[m].p0.connects);
+				snprintf(dc, sizeof dc, "%.0f", r[m].p1.disconnects - r[m].p0.disconnects);
+			}
+			printf("%-10s %10.0f %10s %10s %10s %9llu %9s %12s\n", mode_names[m], r[m].rate,
+			    bench_fmt_ns(mqc_hist_percentile(&r[m].lat, 50), a, sizeof a),
+			    bench_fmt_ns(mqc_hist_percentile(&r[m].lat, 99), b, sizeof b),
+			    bench_fmt_ns(mqc_hist_percentile(&r[m].lat, 99.9), c, sizeof c),
+			    (unsigned long long)(r[m].errors + r[m].timeouts), cn, dc);
+		}
+		if (r[0].ran && r[1].ran && r[0].rate > 0)
+			printf("pool / naive: %.1fx req/s", r[1].rate / r[0].rate);
+		if (r[1].ran && r[2].ran && r[2].rate > 0)
+			printf("%spool / dedicated: %.2fx req/s, p50 %.2fx", r[0].ran ? "   " : "",
+			    r[1].rate / r[2].rate,
+			    (double)mqc_hist_percentile(&r[1].lat, 50)
+			        / (double)(mqc_hist_percentile(&r[2].lat, 50)
+			                ? mqc_hist_percentile(&r[2].lat, 50)
+			                : 1));
+		if (r[1].ran && (r[0].ran || r[2].ran))
+			printf("\n");
+	}
+	for (int m = 0; m < 3; m++) {
+		if (r[m].ran && r[m].done == 0) {
+			fprintf(stderr, "mqbench: %s: no request got its reply (is a device answering %s?)\n",
+			    mode_names[m], o->pub_topic);
+			rc = 1;
+		}
+		if (r[m].ran)
+			mqc_hist_free(&r[m].lat);
+	}
+	mosquitto_lib_cleanup();
+	return rc;
+}
