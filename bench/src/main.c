@@ -444,7 +444,8 @@ int main(int argc, char **argv)
 		    : sc == SC_REQUEST  ? bench_run_request(&o)
 		                        : bench_run_throughput(&o);
 	}
-	fprintf(stderr, "mqbench: unknown scenario '%s' (connect, throughput, fanout, request, merge, report)\n",
+	fprintf(stderr,
+	    "mqbench: unknown scenario '%s' (connect, throughput, fanout, request, merge, report)\n",
 	    argv[1]);
 	return 2;
 }

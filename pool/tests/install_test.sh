@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Install the build into a temporary prefix and build two consumers against it, as users do:
+# pkg-config and CMake's find_package(mqttpool). The library must export only mqp_* symbols.
+# Usage: install_test.sh BUILD_DIR SOURCE_DIR
+set -eu
+build=$1
+src=$2
+tmp=$(mktemp -d /tmp/mqttpool-install-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+cat >"$tmp/main.c" <<'C'
+#include <mqttpool.h>
+#include <string.h>
+int main(void) { return strcmp(mqp_strerror(MQP_ETIMEDOUT), "timed out") != 0; }
+C
+export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
+# shellcheck disable=SC2046
+cc "$tmp/main.c" $(pkg-config --cflags --libs mqttpool) -Wl,-rpath,"$tmp/prefix/lib" -o "$tmp/pc"
+"$tmp/pc" && echo "ok: pkg-config consumer"
+mkdir "$tmp/cm"
+cp "$tmp/main.c" "$tmp/cm/"
+cat >"$tmp/cm/CMakeLists.txt" <<'CM'
+cmake_minimum_required(VERSION 3.25)
+project(consumer C)
+find_package(mqttpool REQUIRED)
+add_executable(consumer main.c)
+target_link_libraries(consumer PRIVATE mqttpool::mqttpool)
+CM
+cmake -S "$tmp/cm" -B "$tmp/cm/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+cmake --build "$tmp/cm/build" >/dev/null
+"$tmp/cm/build/consumer" && echo "ok: find_package(mqttpool) consumer"
+lib=$(find "$tmp/prefix" -name 'libmqttpool.so.*' -type f | head -n 1)
+others=$(nm -D --defined-only "$lib" | awk '$2 == "T" {print $3}' | grep -v '^mqp_' || true)
+if [ -n "$others" ]; then
+  echo "FAIL: libmqttpool exports non-API symbols: $others" >&2
+  exit 1
+fi
+echo "ok: only mqp_* symbols exported"
