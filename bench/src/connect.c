@@ -28,6 +28,7 @@
 
 #include "mqbench.h"
 #include "mqc_clock.h"
+#include "mqc_mqtt.h"
 
 #ifndef IP_BIND_ADDRESS_NO_PORT
 #define IP_BIND_ADDRESS_NO_PORT 24
@@ -81,42 +82,12 @@ static void on_signal(int sig)
 	interrupted = 1;
 }
 
-static size_t put_str(unsigned char *p, const char *s)
-{
-	size_t len = strlen(s);
-	p[0] = (unsigned char)(len >> 8);
-	p[1] = (unsigned char)len;
-	memcpy(p + 2, s, len);
-	return len + 2;
-}
-
 /* A CONNECT packet: clean session, keepalive 0 (held connections stay quiet). */
 static size_t build_connect(const struct bench_opts *o, unsigned k, unsigned char *out)
 {
-	unsigned char body[1024];
-	size_t n = put_str(body, "MQTT");
-	body[n++] = (unsigned char)o->protocol;
-	body[n++] = (unsigned char)(0x02 | (o->username ? 0x80 : 0) | (o->password ? 0x40 : 0));
-	body[n++] = 0;
-	body[n++] = 0;
-	if (o->protocol == 5)
-		body[n++] = 0; /* no properties */
 	char id[128];
 	snprintf(id, sizeof id, "%s-conn-%u", o->prefix, k);
-	n += put_str(body + n, id);
-	if (o->username)
-		n += put_str(body + n, o->username);
-	if (o->password)
-		n += put_str(body + n, o->password);
-	out[0] = 0x10;
-	size_t h = 1, len = n;
-	do {
-		unsigned char byte = len % 128;
-		len /= 128;
-		out[h++] = (unsigned char)(byte | (len ? 0x80 : 0));
-	} while (len);
-	memcpy(out + h, body, n);
-	return h + n;
+	return mqc_mqtt_connect(out, o->protocol, id, o->username, o->password, 0);
 }
 
 static void finish(struct storm *s, struct attempt *a, enum state st, int reason)

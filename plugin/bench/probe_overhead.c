@@ -25,38 +25,10 @@
 #include <unistd.h>
 
 #include "mqc_clock.h"
+#include "mqc_mqtt.h"
 #include "tb_broker.h"
 
 enum { BATCH = 256, RXBUF = 1 << 18 };
-
-static size_t put_varint(unsigned char *p, size_t v)
-{
-	size_t n = 0;
-	do {
-		unsigned char b = v % 128;
-		v /= 128;
-		p[n++] = (unsigned char)(b | (v ? 0x80 : 0));
-	} while (v);
-	return n;
-}
-
-static size_t put_str(unsigned char *p, const char *s)
-{
-	size_t len = strlen(s);
-	p[0] = (unsigned char)(len >> 8);
-	p[1] = (unsigned char)len;
-	memcpy(p + 2, s, len);
-	return len + 2;
-}
-
-/* Wrap a variable header + payload in a fixed header. */
-static size_t packet(unsigned char *out, unsigned char type, const unsigned char *body, size_t len)
-{
-	out[0] = type;
-	size_t n = 1 + put_varint(out + 1, len);
-	memcpy(out + n, body, len);
-	return n + len;
-}
 
 static int dial(int port)
 {
@@ -93,20 +65,11 @@ static int mqtt_connect(const struct tb_info *i, const char *id, int level)
 	int fd = dial(i->port);
 	if (fd < 0)
 		return -1;
-	unsigned char body[512], pkt[600];
-	size_t n = put_str(body, "MQTT");
-	body[n++] = (unsigned char)level;
-	body[n++] = 0xc2; /* username, password, clean start */
-	body[n++] = 0;
-	body[n++] = 60;
-	if (level == 5)
-		body[n++] = 0; /* no properties */
-	n += put_str(body + n, id);
-	n += put_str(body + n, i->username);
-	n += put_str(body + n, i->password);
+	unsigned char pkt[600];
+	size_t n = mqc_mqtt_connect(pkt, level, id, i->username, i->password, 60);
 	unsigned char ack[16];
-	if (!send_all(fd, pkt, packet(pkt, 0x10, body, n)) || recv(fd, ack, sizeof ack, 0) < 4
-	    || ack[0] != 0x20 || ack[3] != 0) {
+	if (!send_all(fd, pkt, n) || recv(fd, ack, sizeof ack, 0) < 4 || ack[0] != 0x20
+	    || ack[3] != 0) {
 		close(fd);
 		return -1;
 	}
@@ -124,9 +87,9 @@ static void *publisher(void *arg)
 {
 	struct run *r = arg;
 	unsigned char body[2048], one[2100];
-	size_t n = put_str(body, "bench/flood");
+	size_t n = mqc_mqtt_put_str(body, "bench/flood");
 	memset(body + n, 'p', r->size);
-	size_t plen = packet(one, 0x30, body, n + r->size);
+	size_t plen = mqc_mqtt_packet(one, 0x30, body, n + r->size);
 	unsigned char *batch = malloc(plen * BATCH);
 	for (int k = 0; k < BATCH; k++)
 		memcpy(batch + (size_t)k * plen, one, plen);
@@ -222,11 +185,11 @@ static double measure(int mode, double seconds, size_t size, double *send_rate, 
 	body[n++] = 0;
 	body[n++] = 1; /* packet id */
 	body[n++] = 0; /* v5: no properties */
-	n += put_str(body + n, "bench/#");
+	n += mqc_mqtt_put_str(body + n, "bench/#");
 	body[n++] = 0; /* QoS 0 */
 	unsigned char ack[16];
 	double rate = -1;
-	if (r.sub < 0 || r.pub < 0 || !send_all(r.sub, pkt, packet(pkt, 0x82, body, n))
+	if (r.sub < 0 || r.pub < 0 || !send_all(r.sub, pkt, mqc_mqtt_packet(pkt, 0x82, body, n))
 	    || recv(r.sub, ack, sizeof ack, 0) < 5 || ack[0] != 0x90) {
 		fprintf(stderr, "probe_overhead: connect/subscribe failed\n");
 		goto out;
