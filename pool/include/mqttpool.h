@@ -36,14 +36,16 @@ enum mqp_err {
 	MQP_OK = 0,
 	MQP_EINVAL = 1, /* bad argument or option (the message says which) */
 	MQP_ENOMEM = 2,
-	MQP_ETIMEDOUT = 3, /* no reply (or no connection) before the deadline */
-	MQP_ECLOSED = 4,   /* the pool is being destroyed */
-	MQP_ECONNECT = 5,  /* cannot connect to the broker: see mqp_pool_last_error() */
-	MQP_ECONNLOST = 6, /* the connection carrying the request dropped before the reply */
-	MQP_EDENIED = 7,   /* the broker refused the publish (v5 reason code >= 0x80) */
-	MQP_ETLS = 8,      /* TLS setup failed (CA, certificate or key file) */
-	MQP_ETOOBIG = 9,   /* payload or topic too large */
-	MQP_EDEADLK = 10,  /* a blocking call from the pool's own thread */
+	MQP_ETIMEDOUT = 3,  /* no reply (or no connection) before the deadline */
+	MQP_ECLOSED = 4,    /* the pool is being destroyed */
+	MQP_ECONNECT = 5,   /* cannot connect to the broker: see mqp_pool_last_error() */
+	MQP_ECONNLOST = 6,  /* the connection carrying the request dropped before the reply */
+	MQP_EDENIED = 7,    /* the broker refused the publish (v5 reason code >= 0x80) */
+	MQP_ETLS = 8,       /* TLS setup failed (CA, certificate or key file) */
+	MQP_ETOOBIG = 9,    /* payload or topic too large */
+	MQP_EDEADLK = 10,   /* a blocking call from the pool's own thread */
+	MQP_ERELEASED = 11, /* the lease was released (double release, use after release) */
+	MQP_EBUSY = 12,     /* another receive is already waiting on this lease */
 };
 
 /** A static string naming err; "unknown error" for codes it does not know. Never NULL. */
@@ -122,6 +124,79 @@ MQP_API int mqp_pool_request(mqp_pool *pool, const char *topic, const void *payl
 MQP_API int mqp_pool_publish(mqp_pool *pool, const char *topic, const void *payload, size_t len,
     int qos, int retain, unsigned timeout_ms);
 
+/* --- leases: a connection for one caller's own subscriptions ------------------------------ */
+
+/**
+ * A lease handle, filled by mqp_pool_acquire(). It is a value (pool, slot, generation): a handle
+ * kept after release is detected (MQP_ERELEASED), never a crash.
+ */
+typedef struct mqp_lease {
+	mqp_pool *pool;
+	unsigned slot;
+	uint32_t generation;
+} mqp_lease;
+
+/** A received message; free with mqp_message_free. */
+struct mqp_message {
+	char *topic;
+	void *payload; /* NUL-terminated for convenience */
+	size_t len;
+	int qos;
+	int retain;
+};
+
+MQP_API void mqp_message_free(struct mqp_message *m);
+
+/** mqp_lease_subscribe option: also deliver retained messages (dropped by default). */
+#define MQP_SUB_RETAINED 0x1
+
+/**
+ * Borrow a connection for exclusive use: strict FIFO among waiting callers, the most recently
+ * released idle connection first, a new one opened when none is idle and size < max_size.
+ * @return MQP_OK, MQP_ETIMEDOUT, MQP_ECONNECT (with mqp_pool_last_error), MQP_ECLOSED,
+ *         MQP_EINVAL, MQP_ENOMEM, MQP_EDEADLK.
+ */
+MQP_API int mqp_pool_acquire(mqp_pool *pool, unsigned timeout_ms, mqp_lease *lease);
+
+/**
+ * Subscribe on the lease and wait for SUBACK. Every subscription of a lease carries the lease's
+ * own subscription identifier, so messages for an earlier borrower never reach this one.
+ * @return MQP_OK, MQP_EDENIED (SUBACK reason >= 0x80), MQP_ETIMEDOUT, MQP_ERELEASED,
+ *         MQP_ECONNLOST, MQP_EINVAL, MQP_ECLOSED, MQP_ENOMEM.
+ */
+MQP_API int mqp_lease_subscribe(
+    mqp_lease *lease, const char *filter, int qos, int options, unsigned timeout_ms);
+
+/** Publish on the lease's connection (see mqp_pool_publish); MQP_ERELEASED after release. */
+MQP_API int mqp_lease_publish(mqp_lease *lease, const char *topic, const void *payload, size_t len,
+    int qos, int retain, unsigned timeout_ms);
+
+/**
+ * The next message for this lease's subscriptions, waiting up to timeout_ms. One receive at a
+ * time per lease (MQP_EBUSY otherwise).
+ * @return MQP_OK (free *msg with mqp_message_free), MQP_ETIMEDOUT, MQP_ERELEASED, MQP_ECONNLOST,
+ *         MQP_EBUSY, MQP_ECLOSED, MQP_ENOMEM.
+ */
+MQP_API int mqp_lease_receive(mqp_lease *lease, unsigned timeout_ms, struct mqp_message *msg);
+
+/**
+ * Give the connection back, clean: the lease's filters are unsubscribed, queued messages
+ * dropped, and its subscription identifier retired, so messages still in flight for it (UNSUBACK
+ * is not a barrier) are dropped and counted as stale. Never fails for a valid lease.
+ * @return MQP_OK, MQP_ERELEASED (already released: counted as a double release).
+ */
+MQP_API int mqp_lease_release(mqp_lease *lease);
+
+/** Give the connection back to be closed (it misbehaved). @return MQP_OK or MQP_ERELEASED. */
+MQP_API int mqp_lease_discard(mqp_lease *lease);
+
+/**
+ * One message on filter: acquire, subscribe, receive, release, within timeout_ms in all.
+ * @return as mqp_pool_acquire, mqp_lease_subscribe and mqp_lease_receive.
+ */
+MQP_API int mqp_pool_receive(
+    mqp_pool *pool, const char *filter, int qos, unsigned timeout_ms, struct mqp_message *msg);
+
 /** A snapshot of the pool's gauges and counters. */
 struct mqp_pool_stats {
 	/* gauges */
@@ -130,9 +205,11 @@ struct mqp_pool_stats {
 	unsigned connecting;
 	unsigned inflight; /* requests and publishes on a connection, awaiting completion */
 	unsigned queued;   /* waiting for a connection */
+	unsigned leased;   /* connections borrowed by mqp_pool_acquire */
 	/* counters */
 	uint64_t requests, replies, timeouts, late_replies, strays, duplicates;
 	uint64_t publishes;
+	uint64_t acquires, acquire_timeouts, releases, double_releases, stale_dropped;
 	uint64_t connects_ok, connects_failed, connections_lost;
 };
 

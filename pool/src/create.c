@@ -43,6 +43,8 @@ static void free_fields(struct mqp_pool *p)
 	free(p->certfile);
 	free(p->keyfile);
 	free(p->conns);
+	free(p->lease_gen);
+	free(p->lease_held);
 	free(p->heap);
 	SSL_CTX_free(p->ssl_ctx);
 	if (p->ep >= 0)
@@ -153,7 +155,9 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	p->certfile = dup_or_null(o->certfile);
 	p->keyfile = dup_or_null(o->keyfile);
 	p->conns = calloc(p->opt.max_size, sizeof *p->conns);
-	if (!p->client_prefix || !p->inbox_prefix || !p->conns) {
+	p->lease_gen = calloc(p->opt.max_size, sizeof *p->lease_gen);
+	p->lease_held = calloc(p->opt.max_size, sizeof *p->lease_held);
+	if (!p->client_prefix || !p->inbox_prefix || !p->conns || !p->lease_gen || !p->lease_held) {
 		free_fields(p);
 		return fail(err, errlen, MQP_ENOMEM, "out of memory");
 	}
@@ -169,6 +173,7 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	RAND_bytes((unsigned char *)&p->id_salt, sizeof p->id_salt);
 	p->incoming_tail = &p->incoming;
 	p->queue_tail = &p->queue;
+	p->acquirers_tail = &p->acquirers;
 	p->ep = epoll_create1(EPOLL_CLOEXEC);
 	p->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };

@@ -53,7 +53,8 @@ static struct op *op_new(enum op_kind kind, const char *topic, const void *paylo
 		free(op);
 		return NULL;
 	}
-	memcpy(op->payload, payload, len);
+	if (len > 0) /* lease operations and empty payloads have none */
+		memcpy(op->payload, payload, len);
 	op->len = len;
 	op->qos = qos;
 	op->retain = retain;
@@ -69,6 +70,7 @@ static void op_unref(struct op *op)
 	pthread_mutex_destroy(&op->m);
 	pthread_cond_destroy(&op->c);
 	mqp_reply_free(&op->reply);
+	mqp_message_free(&op->msg);
 	free(op->topic);
 	free(op->payload);
 	free(op);
@@ -170,10 +172,45 @@ static void finish(struct mqp_pool *p, struct op *op, int result)
 		atomic_fetch_sub(&p->stats.inflight, 1); /* exact before the caller wakes */
 		op->conn = NULL;
 	}
+	if (op->receiving_on) {
+		op->receiving_on->receiver = NULL;
+		op->receiving_on = NULL;
+	}
 	if (result == MQP_ETIMEDOUT)
 		atomic_fetch_add(&p->stats.timeouts, 1);
+	if (result == MQP_ETIMEDOUT && op->kind == OP_ACQUIRE)
+		atomic_fetch_add(&p->stats.acquire_timeouts, 1);
 	op_complete(op, result);
 	op_unref(op);
+}
+
+/* --- lease message queues (I/O thread) ------------------------------------------------- */
+
+void mqp_message_free(struct mqp_message *m)
+{
+	if (!m)
+		return;
+	free(m->topic);
+	free(m->payload);
+	*m = (struct mqp_message) { 0 };
+}
+
+static void lease_clear(struct mqp_pool *p, struct pconn *c)
+{
+	while (c->qhead) {
+		struct lmsg *l = c->qhead;
+		c->qhead = l->next;
+		mqp_message_free(&l->m);
+		free(l);
+		atomic_fetch_add(&p->stats.stale_dropped, 1); /* never reaches the next borrower */
+	}
+	c->qtail = &c->qhead;
+	for (size_t i = 0; i < c->nfilters; i++)
+		free(c->filters[i]);
+	free(c->filters);
+	c->filters = NULL;
+	c->nfilters = 0;
+	c->retained_ok = false;
 }
 
 /* --- connections (I/O thread) ---------------------------------------------------------- */
@@ -216,6 +253,9 @@ static void conn_close(struct mqp_pool *p, struct pconn *c)
 	if (c->fd >= 0 && mosquitto_socket(c->m) == c->fd)
 		epoll_ctl(p->ep, EPOLL_CTL_DEL, c->fd, NULL);
 	mosquitto_destroy(c->m); /* never reused after a failure: a fresh object next time */
+	if (c->receiver)
+		finish(p, c->receiver, MQP_ECONNLOST);
+	lease_clear(p, c);
 	*c = (struct pconn) { .fd = -1 };
 }
 
@@ -249,9 +289,16 @@ static void on_subscribe(struct mosquitto *m, void *obj, int mid, int count, con
     const mosquitto_property *props)
 {
 	(void)m;
-	(void)mid;
 	(void)props;
 	struct pconn *c = obj;
+	if (c->ready) { /* a lease's SUBSCRIBE */
+		for (struct op *op = c->ops; op; op = op->conn_next)
+			if (op->kind == OP_LEASE_SUBSCRIBE && op->mid == mid) {
+				finish(c->pool, op, count > 0 && granted[0] <= 2 ? MQP_OK : MQP_EDENIED);
+				return;
+			}
+		return;
+	}
 	if (count < 1 || granted[0] > 2) {
 		set_error(c->pool,
 		    "the broker refused the inbox subscription %s/# (reason %d): check "
@@ -279,7 +326,7 @@ static void on_publish(
 		op->acked = true;
 		if (reason >= 0x80)
 			finish(c->pool, op, MQP_EDENIED);
-		else if (op->kind == OP_PUBLISH)
+		else if (op->kind == OP_PUBLISH || op->kind == OP_LEASE_PUBLISH)
 			finish(c->pool, op, MQP_OK);
 		return; /* a request now waits for its reply */
 	}
@@ -291,6 +338,40 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 	(void)m;
 	struct pconn *c = obj;
 	struct mqp_pool *p = c->pool;
+	uint32_t sub_id = 0;
+	if (mosquitto_property_read_varint(props, MQTT_PROP_SUBSCRIPTION_IDENTIFIER, &sub_id, false)) {
+		/* A lease's subscription: only the current lease's identifier counts. */
+		if (!c->leased || sub_id != c->epoch || (msg->retain && !c->retained_ok)) {
+			atomic_fetch_add(&p->stats.stale_dropped, 1);
+			return;
+		}
+		struct lmsg *l = calloc(1, sizeof *l);
+		if (!l)
+			return;
+		l->m.topic = strdup(msg->topic);
+		l->m.payload = malloc((size_t)msg->payloadlen + 1);
+		if (!l->m.topic || !l->m.payload) {
+			mqp_message_free(&l->m);
+			free(l);
+			return;
+		}
+		if (msg->payloadlen > 0)
+			memcpy(l->m.payload, msg->payload, (size_t)msg->payloadlen);
+		((char *)l->m.payload)[msg->payloadlen] = '\0';
+		l->m.len = (size_t)msg->payloadlen;
+		l->m.qos = msg->qos;
+		l->m.retain = msg->retain;
+		if (c->receiver) {
+			struct op *r = c->receiver;
+			r->msg = l->m;
+			free(l);
+			finish(p, r, MQP_OK);
+		} else {
+			*c->qtail = l;
+			c->qtail = &l->next;
+		}
+		return;
+	}
 	void *corr = NULL;
 	uint16_t corr_len = 0;
 	mosquitto_property_read_binary(props, MQTT_PROP_CORRELATION_DATA, &corr, &corr_len, false);
@@ -336,7 +417,8 @@ static void on_disconnect(struct mosquitto *m, void *obj, int rc, const mosquitt
 
 static void conn_open(struct mqp_pool *p, struct pconn *c)
 {
-	*c = (struct pconn) { .pool = p, .fd = -1 };
+	*c = (struct pconn) { .pool = p, .fd = -1, .epoch = 1 };
+	c->qtail = &c->qhead;
 	p->conn_counter++;
 	RAND_bytes(c->nonce, sizeof c->nonce);
 	/* PREFIX-<pid>-<pool random>-<n>: unique across pools and processes, so no connection
@@ -433,7 +515,7 @@ static void open_one(struct mqp_pool *p)
 	if (p->connect_failed && mqc_now_ns() < p->backoff_until)
 		return;
 	for (unsigned i = 0; i < p->opt.max_size; i++)
-		if (!p->conns[i].open) {
+		if (!p->conns[i].open && !p->lease_held[i]) { /* a broken lease keeps its slot */
 			conn_open(p, &p->conns[i]);
 			return;
 		}
@@ -444,7 +526,7 @@ static struct pconn *pick(struct mqp_pool *p)
 	struct pconn *best = NULL;
 	for (unsigned i = 0; i < p->opt.max_size; i++) {
 		struct pconn *c = &p->conns[i];
-		if (c->open && c->ready && !c->dead && c->inflight < p->opt.max_inflight
+		if (c->open && c->ready && !c->dead && !c->leased && c->inflight < p->opt.max_inflight
 		    && (!best || c->inflight < best->inflight))
 			best = c;
 	}
@@ -513,13 +595,39 @@ static void dispatch(struct mqp_pool *p)
 		start_op(p, c, op);
 		conn_settle(p, c);
 	}
+	/* Leases: strict FIFO among waiters; the most recently released idle connection first. */
+	while (p->acquirers) {
+		struct pconn *best = NULL;
+		for (unsigned i = 0; i < p->opt.max_size; i++) {
+			struct pconn *c = &p->conns[i];
+			if (c->open && c->ready && !c->dead && !c->leased && !p->lease_held[i]
+			    && c->inflight == 0 && (!best || c->idle_since > best->idle_since))
+				best = c;
+		}
+		if (!best)
+			break;
+		struct op *op = p->acquirers;
+		p->acquirers = op->queue_next;
+		if (!p->acquirers)
+			p->acquirers_tail = &p->acquirers;
+		op->queued = false;
+		unsigned slot = (unsigned)(best - p->conns);
+		best->leased = true;
+		p->lease_held[slot] = true;
+		atomic_fetch_add(&p->stats.leased, 1); /* exact before the caller wakes */
+		op->slot = slot;
+		op->generation = p->lease_gen[slot];
+		atomic_fetch_add(&p->stats.acquires, 1);
+		finish(p, op, MQP_OK);
+	}
 	unsigned ready, connecting, inflight;
 	unsigned open = count_open(p, &ready, &connecting, &inflight);
-	bool need = open < p->opt.min_size || (p->queue && connecting == 0 && open < p->opt.max_size);
+	bool waiting = p->queue || p->acquirers;
+	bool need = open < p->opt.min_size || (waiting && connecting == 0 && open < p->opt.max_size);
 	if (need)
 		open_one(p);
 	/* Nothing can connect: waiting callers learn why now rather than at their deadline. */
-	if (p->connect_failed && p->queue && open == 0 && ready == 0) {
+	if (p->connect_failed && waiting && open == 0 && ready == 0) {
 		while (p->queue) {
 			struct op *op = p->queue;
 			p->queue = op->queue_next;
@@ -527,7 +635,107 @@ static void dispatch(struct mqp_pool *p)
 			finish(p, op, MQP_ECONNECT);
 		}
 		p->queue_tail = &p->queue;
+		while (p->acquirers) {
+			struct op *op = p->acquirers;
+			p->acquirers = op->queue_next;
+			op->queued = false;
+			finish(p, op, MQP_ECONNECT);
+		}
+		p->acquirers_tail = &p->acquirers;
 	}
+}
+
+/* An operation on a lease handle: valid only for the slot's current generation. */
+static void lease_op(struct mqp_pool *p, struct op *op)
+{
+	unsigned slot = op->slot;
+	bool valid
+	    = slot < p->opt.max_size && p->lease_held[slot] && p->lease_gen[slot] == op->generation;
+	if (!valid) {
+		if (op->kind == OP_RELEASE || op->kind == OP_DISCARD)
+			atomic_fetch_add(&p->stats.double_releases, 1);
+		finish(p, op, MQP_ERELEASED);
+		return;
+	}
+	struct pconn *c = &p->conns[slot];
+	bool alive = c->open && c->leased && !c->dead;
+	if (op->kind == OP_RELEASE || op->kind == OP_DISCARD) {
+		if (alive) {
+			if (c->receiver)
+				finish(p, c->receiver, MQP_ERELEASED);
+			for (size_t i = 0; i < c->nfilters; i++) /* no wait: the identifier retires */
+				mosquitto_unsubscribe(c->m, NULL, c->filters[i]);
+			lease_clear(p, c);
+			c->epoch = c->epoch >= 0x0fffffff ? 1 : c->epoch + 1;
+			c->leased = false;
+			c->idle_since = mqc_now_ns();
+			if (op->kind == OP_DISCARD)
+				c->dead = true;
+		}
+		p->lease_held[slot] = false;
+		atomic_fetch_sub(&p->stats.leased, 1);
+		p->lease_gen[slot]++; /* every copy of the old handle is now stale */
+		atomic_fetch_add(&p->stats.releases, 1);
+		finish(p, op, MQP_OK);
+		if (alive)
+			conn_settle(p, c);
+		return;
+	}
+	if (!alive) {
+		finish(p, op, MQP_ECONNLOST);
+		return;
+	}
+	if (op->kind == OP_LEASE_RECEIVE) {
+		if (c->receiver) {
+			finish(p, op, MQP_EBUSY);
+		} else if (c->qhead) {
+			struct lmsg *l = c->qhead;
+			c->qhead = l->next;
+			if (!c->qhead)
+				c->qtail = &c->qhead;
+			op->msg = l->m;
+			free(l);
+			finish(p, op, MQP_OK);
+		} else {
+			c->receiver = op;
+			op->receiving_on = c;
+		}
+		return;
+	}
+	op->conn = c;
+	op->conn_next = c->ops;
+	c->ops = op;
+	c->inflight++;
+	atomic_fetch_add(&p->stats.inflight, 1);
+	int rc;
+	if (op->kind == OP_LEASE_SUBSCRIBE) {
+		char **grown = realloc(c->filters, (c->nfilters + 1) * sizeof *grown);
+		char *copy = strdup(op->topic);
+		if (!grown || !copy) {
+			free(copy);
+			if (grown)
+				c->filters = grown;
+			finish(p, op, MQP_ENOMEM);
+			return;
+		}
+		c->filters = grown;
+		c->filters[c->nfilters++] = copy;
+		c->retained_ok |= (op->sub_options & MQP_SUB_RETAINED) != 0;
+		mosquitto_property *props = NULL;
+		mosquitto_property_add_varint(&props, MQTT_PROP_SUBSCRIPTION_IDENTIFIER, c->epoch);
+		rc = mosquitto_subscribe_v5(c->m, &op->mid, op->topic, op->qos, 0, props);
+		mosquitto_property_free_all(&props);
+	} else {
+		atomic_fetch_add(&p->stats.publishes, 1);
+		rc = mosquitto_publish_v5(
+		    c->m, &op->mid, op->topic, (int)op->len, op->payload, op->qos, op->retain, NULL);
+	}
+	if (rc != MOSQ_ERR_SUCCESS)
+		finish(p, op,
+		    rc == MOSQ_ERR_NOMEM       ? MQP_ENOMEM
+		        : rc == MOSQ_ERR_INVAL ? MQP_EINVAL
+		                               : MQP_ECONNLOST);
+	conn_settle(p, c);
 }
 
 static void take_incoming(struct mqp_pool *p)
@@ -548,9 +756,22 @@ static void take_incoming(struct mqp_pool *p)
 			finish(p, op, MQP_ENOMEM);
 			continue;
 		}
-		op->queued = true;
-		*p->queue_tail = op;
-		p->queue_tail = &op->queue_next;
+		switch (op->kind) {
+			case OP_REQUEST:
+			case OP_PUBLISH:
+				op->queued = true;
+				*p->queue_tail = op;
+				p->queue_tail = &op->queue_next;
+				break;
+			case OP_ACQUIRE:
+				op->queued = true;
+				*p->acquirers_tail = op;
+				p->acquirers_tail = &op->queue_next;
+				break;
+			default:
+				lease_op(p, op);
+				break;
+		}
 	}
 }
 
@@ -559,11 +780,13 @@ static void expire(struct mqp_pool *p, uint64_t now)
 	while (p->heap_len && p->heap[0]->deadline <= now) {
 		struct op *op = p->heap[0];
 		if (op->queued) { /* never got a connection */
-			for (struct op **pp = &p->queue; *pp; pp = &(*pp)->queue_next)
+			bool acq = op->kind == OP_ACQUIRE;
+			struct op **head = acq ? &p->acquirers : &p->queue;
+			for (struct op **pp = head; *pp; pp = &(*pp)->queue_next)
 				if (*pp == op) {
 					*pp = op->queue_next;
 					if (!*pp)
-						p->queue_tail = pp;
+						*(acq ? &p->acquirers_tail : &p->queue_tail) = pp;
 					break;
 				}
 			op->queued = false;
@@ -654,6 +877,7 @@ void *mqp__io_thread(void *arg)
 		finish(p, op, MQP_ECLOSED);
 	}
 	p->queue = NULL;
+	p->acquirers = NULL;
 	for (unsigned i = 0; i < p->opt.max_size; i++)
 		if (p->conns[i].open) {
 			mosquitto_disconnect(p->conns[i].m);
@@ -666,7 +890,8 @@ void *mqp__io_thread(void *arg)
 
 /* --- public API ----------------------------------------------------------------------------- */
 
-static int submit_and_wait(struct mqp_pool *p, struct op *op, struct mqp_reply *reply)
+static int submit_and_wait_full(struct mqp_pool *p, struct op *op, struct mqp_reply *reply,
+    struct mqp_message *msg, unsigned *slot, uint32_t *generation)
 {
 	pthread_mutex_lock(&p->lock);
 	if (p->stopping) {
@@ -696,9 +921,29 @@ static int submit_and_wait(struct mqp_pool *p, struct op *op, struct mqp_reply *
 		*reply = op->reply;
 		op->reply = (struct mqp_reply) { 0 };
 	}
+	if (result == MQP_OK && msg) {
+		*msg = op->msg;
+		op->msg = (struct mqp_message) { 0 };
+	}
+	if (slot) {
+		*slot = op->slot;
+		*generation = op->generation;
+	}
 	pthread_mutex_unlock(&op->m);
 	op_unref(op);
 	return result;
+}
+
+static int submit_and_wait(
+    struct mqp_pool *p, struct op *op, struct mqp_reply *reply, struct mqp_message *msg)
+{
+	return submit_and_wait_full(p, op, reply, msg, NULL, NULL);
+}
+
+static int submit_and_wait_lease(
+    struct mqp_pool *p, struct op *op, unsigned *slot, uint32_t *generation)
+{
+	return submit_and_wait_full(p, op, NULL, NULL, slot, generation);
 }
 
 static int check_call(struct mqp_pool *p, const char *topic, int qos)
@@ -728,7 +973,7 @@ int mqp_pool_request(mqp_pool *p, const char *topic, const void *payload, size_t
 	struct op *op = op_new(OP_REQUEST, topic, payload, len, qos, 0, deadline);
 	if (!op)
 		return MQP_ENOMEM;
-	return submit_and_wait(p, op, reply);
+	return submit_and_wait(p, op, reply, NULL);
 }
 
 int mqp_pool_publish(mqp_pool *p, const char *topic, const void *payload, size_t len, int qos,
@@ -746,7 +991,107 @@ int mqp_pool_publish(mqp_pool *p, const char *topic, const void *payload, size_t
 	struct op *op = op_new(OP_PUBLISH, topic, payload, len, qos, retain != 0, deadline);
 	if (!op)
 		return MQP_ENOMEM;
-	return submit_and_wait(p, op, NULL);
+	return submit_and_wait(p, op, NULL, NULL);
+}
+
+static int lease_call(mqp_lease *lease, enum op_kind kind, const char *topic, const void *payload,
+    size_t len, int qos, int retain, int options, unsigned timeout_ms, struct mqp_message *msg)
+{
+	if (!lease || !lease->pool)
+		return MQP_EINVAL;
+	mqp_pool *p = lease->pool;
+	if (pthread_equal(pthread_self(), p->thread))
+		return MQP_EDEADLK;
+	uint64_t deadline = mqc_now_ns()
+	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
+	struct op *op = op_new(kind, topic ? topic : "", payload, len, qos, retain, deadline);
+	if (!op)
+		return MQP_ENOMEM;
+	op->slot = lease->slot;
+	op->generation = lease->generation;
+	op->sub_options = options;
+	int rc = submit_and_wait(p, op, NULL, msg);
+	return rc;
+}
+
+int mqp_pool_acquire(mqp_pool *p, unsigned timeout_ms, mqp_lease *lease)
+{
+	if (!p || !lease)
+		return MQP_EINVAL;
+	*lease = (mqp_lease) { 0 };
+	if (pthread_equal(pthread_self(), p->thread))
+		return MQP_EDEADLK;
+	uint64_t deadline = mqc_now_ns()
+	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
+	struct op *op = op_new(OP_ACQUIRE, "", NULL, 0, 0, 0, deadline);
+	if (!op)
+		return MQP_ENOMEM;
+	unsigned slot = 0;
+	uint32_t generation = 0;
+	int rc = submit_and_wait_lease(p, op, &slot, &generation);
+	if (rc == MQP_OK)
+		*lease = (mqp_lease) { .pool = p, .slot = slot, .generation = generation };
+	return rc;
+}
+
+int mqp_lease_subscribe(
+    mqp_lease *lease, const char *filter, int qos, int options, unsigned timeout_ms)
+{
+	if (!filter || !*filter || qos < 0 || qos > 2 || strlen(filter) >= MQP_TOPIC_MAX)
+		return MQP_EINVAL;
+	return lease_call(
+	    lease, OP_LEASE_SUBSCRIBE, filter, NULL, 0, qos, 0, options, timeout_ms, NULL);
+}
+
+int mqp_lease_publish(mqp_lease *lease, const char *topic, const void *payload, size_t len, int qos,
+    int retain, unsigned timeout_ms)
+{
+	if (!topic || !*topic || strpbrk(topic, "+#") || qos < 0 || qos > 2 || (len && !payload)
+	    || strlen(topic) >= MQP_TOPIC_MAX)
+		return MQP_EINVAL;
+	return lease_call(
+	    lease, OP_LEASE_PUBLISH, topic, payload, len, qos, retain != 0, 0, timeout_ms, NULL);
+}
+
+int mqp_lease_receive(mqp_lease *lease, unsigned timeout_ms, struct mqp_message *msg)
+{
+	if (!msg)
+		return MQP_EINVAL;
+	*msg = (struct mqp_message) { 0 };
+	return lease_call(lease, OP_LEASE_RECEIVE, NULL, NULL, 0, 0, 0, 0, timeout_ms, msg);
+}
+
+int mqp_lease_release(mqp_lease *lease)
+{
+	return lease_call(lease, OP_RELEASE, NULL, NULL, 0, 0, 0, 0, 0, NULL);
+}
+
+int mqp_lease_discard(mqp_lease *lease)
+{
+	return lease_call(lease, OP_DISCARD, NULL, NULL, 0, 0, 0, 0, 0, NULL);
+}
+
+int mqp_pool_receive(
+    mqp_pool *p, const char *filter, int qos, unsigned timeout_ms, struct mqp_message *msg)
+{
+	if (!p || !msg)
+		return MQP_EINVAL;
+	*msg = (struct mqp_message) { 0 };
+	uint64_t start = mqc_now_ns();
+	unsigned total = timeout_ms ? timeout_ms : p->opt.request_timeout_ms;
+	mqp_lease lease;
+	int rc = mqp_pool_acquire(p, total, &lease);
+	if (rc != MQP_OK)
+		return rc;
+	uint64_t spent = (mqc_now_ns() - start) / MQC_NS_PER_MS;
+	unsigned left = spent < total ? total - (unsigned)spent : 1;
+	rc = mqp_lease_subscribe(&lease, filter, qos, 0, left);
+	spent = (mqc_now_ns() - start) / MQC_NS_PER_MS;
+	left = spent < total ? total - (unsigned)spent : 1;
+	if (rc == MQP_OK)
+		rc = mqp_lease_receive(&lease, left, msg);
+	mqp_lease_release(&lease);
+	return rc;
 }
 
 void mqp_reply_free(struct mqp_reply *r)
@@ -766,6 +1111,12 @@ void mqp_pool_stats(mqp_pool *p, struct mqp_pool_stats *out)
 		.connecting = atomic_load(&p->stats.connecting),
 		.inflight = atomic_load(&p->stats.inflight),
 		.queued = atomic_load(&p->stats.queued),
+		.leased = atomic_load(&p->stats.leased),
+		.acquires = atomic_load(&p->stats.acquires),
+		.acquire_timeouts = atomic_load(&p->stats.acquire_timeouts),
+		.releases = atomic_load(&p->stats.releases),
+		.double_releases = atomic_load(&p->stats.double_releases),
+		.stale_dropped = atomic_load(&p->stats.stale_dropped),
 		.requests = atomic_load(&p->stats.requests),
 		.replies = atomic_load(&p->stats.replies),
 		.timeouts = atomic_load(&p->stats.timeouts),
@@ -802,6 +1153,8 @@ const char *mqp_strerror(int err)
 		[MQP_ETLS] = "TLS setup failed",
 		[MQP_ETOOBIG] = "too large",
 		[MQP_EDEADLK] = "blocking call from the pool's own thread",
+		[MQP_ERELEASED] = "lease already released",
+		[MQP_EBUSY] = "another receive is waiting on this lease",
 	};
 	if (err < 0 || (size_t)err >= sizeof names / sizeof names[0] || !names[err])
 		return "unknown error";

@@ -20,7 +20,22 @@
 struct mosquitto;
 typedef struct ssl_ctx_st SSL_CTX;
 
-enum op_kind { OP_REQUEST, OP_PUBLISH };
+enum op_kind {
+	OP_REQUEST,
+	OP_PUBLISH,
+	OP_ACQUIRE,
+	OP_LEASE_SUBSCRIBE,
+	OP_LEASE_PUBLISH,
+	OP_LEASE_RECEIVE,
+	OP_RELEASE,
+	OP_DISCARD,
+};
+
+/* A message queued for a lease. */
+struct lmsg {
+	struct mqp_message m;
+	struct lmsg *next;
+};
 
 /* One caller's request or publish. Two references: the caller's and the I/O thread's. */
 struct op {
@@ -31,6 +46,10 @@ struct op {
 	bool done;  /* under m */
 	int result; /* under m */
 	struct mqp_reply reply;
+	struct mqp_message msg; /* OP_LEASE_RECEIVE */
+	unsigned slot;          /* leases: which connection */
+	uint32_t generation;
+	int sub_options;
 	char *topic;
 	void *payload;
 	size_t len;
@@ -44,6 +63,7 @@ struct op {
 	struct op *conn_next;
 	int mid;
 	unsigned char corr[MQP_CORR_LEN];
+	struct pconn *receiving_on; /* OP_LEASE_RECEIVE parked on this connection */
 	UT_hash_handle hh;
 };
 
@@ -60,10 +80,19 @@ struct pconn {
 	uint64_t next_seq;
 	unsigned inflight;
 	struct op *ops; /* requests and publishes carried by this connection */
+	/* leases */
+	bool leased, retained_ok;
+	uint32_t epoch;      /* the current lease's subscription identifier (never 0) */
+	uint64_t idle_since; /* when it was last released: the most recent goes first */
+	struct lmsg *qhead, **qtail;
+	struct op *receiver;
+	char **filters;
+	size_t nfilters;
 };
 
 struct pool_stats {
-	atomic_uint size, ready, connecting, inflight, queued;
+	atomic_uint size, ready, connecting, inflight, queued, leased;
+	atomic_uint_fast64_t acquires, acquire_timeouts, releases, double_releases, stale_dropped;
 	atomic_uint_fast64_t requests, replies, timeouts, late_replies, strays, publishes;
 	atomic_uint_fast64_t connects_ok, connects_failed, connections_lost;
 };
@@ -85,8 +114,11 @@ struct mqp_pool {
 	/* I/O thread only */
 	struct pconn *conns; /* max_size slots */
 	struct op *queue, **queue_tail;
-	struct op *pending; /* requests by correlation */
-	struct op **heap;   /* every op the I/O thread holds, by deadline */
+	struct op *acquirers, **acquirers_tail; /* waiting for a lease, FIFO */
+	uint32_t *lease_gen; /* per slot: the generation of its current or next lease */
+	bool *lease_held;    /* per slot: a lease handle is out */
+	struct op *pending;  /* requests by correlation */
+	struct op **heap;    /* every op the I/O thread holds, by deadline */
 	size_t heap_len, heap_cap;
 	unsigned long conn_counter;
 	unsigned id_salt; /* random per pool: part of every client id */

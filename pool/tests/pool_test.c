@@ -371,6 +371,180 @@ static void broker_restart_mid_load_recovers(void **state)
 	tb_test_responder_stop(&r);
 }
 
+static struct tb_client *outside_client(void)
+{
+	return tb_test_connect(tb_test_info()->mqtt_url, 5);
+}
+
+static void lease_subscribe_receive_release(void **state)
+{
+	(void)state;
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	struct tb_client *out = outside_client();
+	mqp_lease lease;
+	assert_int_equal(mqp_pool_acquire(p, 3000, &lease), MQP_OK);
+	assert_int_equal(mqp_lease_subscribe(&lease, "lease/a/#", 1, 0, 3000), MQP_OK);
+	assert_int_equal(tb_client_publish(out, "lease/a/x", "hello", 5, 1, false, NULL), 0);
+	struct mqp_message m;
+	assert_int_equal(mqp_lease_receive(&lease, 3000, &m), MQP_OK);
+	assert_string_equal(m.topic, "lease/a/x");
+	assert_string_equal(m.payload, "hello");
+	assert_int_equal(m.qos, 1);
+	mqp_message_free(&m);
+	assert_int_equal(mqp_lease_receive(&lease, 100, &m), MQP_ETIMEDOUT);
+	/* Publishing through the lease reaches the outside. */
+	assert_int_equal(tb_client_subscribe(out, "lease/b", 1, 0, NULL), 1);
+	assert_int_equal(mqp_lease_publish(&lease, "lease/b", "out", 3, 1, 0, 3000), MQP_OK);
+	struct tb_message *got = tb_client_receive(out, 3000);
+	assert_non_null(got);
+	assert_string_equal(got->payload, "out");
+	tb_message_free(got);
+	mqp_lease copy = lease;
+	assert_int_equal(mqp_lease_release(&lease), MQP_OK);
+	/* Double release and use after release are reported, never a crash. */
+	assert_int_equal(mqp_lease_release(&copy), MQP_ERELEASED);
+	assert_int_equal(mqp_lease_receive(&copy, 100, &m), MQP_ERELEASED);
+	assert_int_equal(mqp_lease_publish(&copy, "lease/b", "x", 1, 0, 0, 100), MQP_ERELEASED);
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st);
+	assert_int_equal(st.acquires, 1);
+	assert_int_equal(st.releases, 1);
+	assert_int_equal(st.double_releases, 1);
+	assert_int_equal(st.leased, 0);
+	tb_client_destroy(out);
+	mqp_pool_destroy(p);
+}
+
+static void released_backlog_never_reaches_the_next_borrower(void **state)
+{
+	(void)state;
+	/* One connection, so the second lease is on the very same connection. */
+	struct mqp_pool_options o = { .max_size = 1, .min_size = 1 };
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
+	struct tb_client *out = outside_client();
+	mqp_lease a;
+	assert_int_equal(mqp_pool_acquire(p, 3000, &a), MQP_OK);
+	assert_int_equal(mqp_lease_subscribe(&a, "backlog/#", 1, 0, 3000), MQP_OK);
+	for (int i = 0; i < 200; i++)
+		assert_int_equal(tb_client_publish(out, "backlog/old", "old", 3, 1, false, NULL), 0);
+	struct mqp_message m;
+	assert_int_equal(mqp_lease_receive(&a, 3000, &m), MQP_OK); /* takes one, leaves the rest */
+	mqp_message_free(&m);
+	assert_int_equal(mqp_lease_release(&a), MQP_OK);
+
+	mqp_lease b;
+	assert_int_equal(mqp_pool_acquire(p, 3000, &b), MQP_OK);
+	assert_int_equal(b.slot, a.slot);
+	assert_int_equal(mqp_lease_subscribe(&b, "backlog/#", 1, 0, 3000), MQP_OK);
+	assert_int_equal(tb_client_publish(out, "backlog/new", "new", 3, 1, false, NULL), 0);
+	assert_int_equal(mqp_lease_receive(&b, 3000, &m), MQP_OK);
+	assert_string_equal(m.payload, "new"); /* none of the 199 old ones */
+	mqp_message_free(&m);
+	assert_int_equal(mqp_lease_receive(&b, 300, &m), MQP_ETIMEDOUT);
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st);
+	print_message("stale dropped: %llu\n", (unsigned long long)st.stale_dropped);
+	assert_true(st.stale_dropped >= 199);
+	assert_int_equal(mqp_lease_release(&b), MQP_OK);
+	tb_client_destroy(out);
+	mqp_pool_destroy(p);
+}
+
+struct acquirer {
+	mqp_pool *pool;
+	int rc;
+	uint64_t got_at;
+};
+
+static void *acquire_one(void *arg)
+{
+	struct acquirer *a = arg;
+	mqp_lease lease;
+	a->rc = mqp_pool_acquire(a->pool, 5000, &lease);
+	a->got_at = mqc_now_ns();
+	if (a->rc == MQP_OK)
+		mqp_lease_release(&lease);
+	return NULL;
+}
+
+static void acquire_waits_in_fifo_order_and_times_out(void **state)
+{
+	(void)state;
+	struct mqp_pool_options o = { .max_size = 1, .min_size = 1 };
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
+	mqp_lease held;
+	assert_int_equal(mqp_pool_acquire(p, 3000, &held), MQP_OK);
+	mqp_lease other;
+	uint64_t t0 = mqc_now_ns();
+	assert_int_equal(mqp_pool_acquire(p, 200, &other), MQP_ETIMEDOUT);
+	assert_true(mqc_now_ns() - t0 >= 200 * MQC_NS_PER_MS);
+	/* Three waiters, started in order: served in that order once the lease comes back. */
+	struct acquirer w[3];
+	pthread_t t[3];
+	for (int i = 0; i < 3; i++) {
+		w[i] = (struct acquirer) { .pool = p };
+		pthread_create(&t[i], NULL, acquire_one, &w[i]);
+		nanosleep(&(struct timespec) { .tv_nsec = 50000000 }, NULL);
+	}
+	assert_int_equal(mqp_lease_release(&held), MQP_OK);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(w[i].rc, MQP_OK);
+	assert_true(w[0].got_at <= w[1].got_at && w[1].got_at <= w[2].got_at);
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st);
+	assert_int_equal(st.acquire_timeouts, 1);
+	assert_int_equal(st.size, 1);
+	mqp_pool_destroy(p);
+}
+
+struct later {
+	int delay_ms;
+	const char *topic;
+};
+
+static void *publish_later(void *arg)
+{
+	struct later *l = arg;
+	nanosleep(&(struct timespec) { .tv_nsec = (long)l->delay_ms * 1000000L }, NULL);
+	struct tb_client *c = outside_client();
+	tb_client_publish(c, l->topic, "once", 4, 1, false, NULL);
+	tb_client_destroy(c);
+	return NULL;
+}
+
+static void one_shot_receive_and_requests_beside_a_lease(void **state)
+{
+	(void)state;
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "beside/cmd", NULL);
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	pthread_t t;
+	struct later l = { .delay_ms = 300, .topic = "oneshot/t" };
+	pthread_create(&t, NULL, publish_later, &l);
+	struct mqp_message m;
+	assert_int_equal(mqp_pool_receive(p, "oneshot/#", 1, 5000, &m), MQP_OK);
+	assert_string_equal(m.topic, "oneshot/t");
+	mqp_message_free(&m);
+	pthread_join(t, NULL);
+	assert_int_equal(mqp_pool_receive(p, "oneshot/#", 0, 200, &m), MQP_ETIMEDOUT);
+	/* While a lease holds a connection, requests still flow on the others. */
+	mqp_lease lease;
+	assert_int_equal(mqp_pool_acquire(p, 3000, &lease), MQP_OK);
+	struct mqp_reply reply;
+	for (int i = 0; i < 10; i++) {
+		assert_int_equal(mqp_pool_request(p, "beside/cmd", "r", 1, 0, 3000, &reply), MQP_OK);
+		mqp_reply_free(&reply);
+	}
+	assert_int_equal(mqp_lease_release(&lease), MQP_OK);
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st);
+	assert_int_equal(st.leased, 0);
+	assert_int_equal(st.double_releases, 0);
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -384,6 +558,10 @@ int main(void)
 		cmocka_unit_test(destroy_completes_waiting_callers),
 		cmocka_unit_test(many_open_files_do_not_break_it),
 		cmocka_unit_test(broker_restart_mid_load_recovers),
+		cmocka_unit_test(lease_subscribe_receive_release),
+		cmocka_unit_test(released_backlog_never_reaches_the_next_borrower),
+		cmocka_unit_test(acquire_waits_in_fifo_order_and_times_out),
+		cmocka_unit_test(one_shot_receive_and_requests_beside_a_lease),
 	};
 	return TB_TEST_RUN(tests, NULL);
 }
