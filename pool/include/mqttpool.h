@@ -48,6 +48,9 @@ enum mqp_err {
 	MQP_EBUSY = 12,     /* another receive is already waiting on this lease */
 };
 
+#define MQP_LOG_WARNING 1
+#define MQP_LOG_ERROR   2
+
 /** A static string naming err; "unknown error" for codes it does not know. Never NULL. */
 MQP_API const char *mqp_strerror(int err);
 
@@ -70,6 +73,16 @@ struct mqp_pool_options {
 	const char *username, *password;
 	const char *cafile;             /* mqtts://: CA verification and hostname check, always */
 	const char *certfile, *keyfile; /* client certificate */
+	unsigned idle_timeout_ms;       /* idle connections above min_size close after this; 0: 30000 */
+	unsigned max_lifetime_ms;       /* connections retire after this, minus up to 2.5 % jitter,
+	                                   never while borrowed or carrying requests; 0: 1800000 */
+	unsigned eviction_interval_ms;  /* how often idle and old connections are checked; 0: 10000 */
+	unsigned leak_threshold_ms;     /* a lease held longer is reported once, naming where it was
+	                                   acquired; 0: off */
+	/* Messages for the application (connect failures, leaks): called on the pool's I/O thread
+	 * with no pool lock held; it must not block or call the pool. level: MQP_LOG_*. */
+	void (*log_cb)(void *userdata, int level, const char *message);
+	void *userdata;
 };
 
 /**
@@ -158,6 +171,12 @@ MQP_API void mqp_message_free(struct mqp_message *m);
  */
 MQP_API int mqp_pool_acquire(mqp_pool *pool, unsigned timeout_ms, mqp_lease *lease);
 
+/** mqp_pool_acquire, recording the caller's file and line for leak reports (the macro below). */
+MQP_API int mqp_pool_acquire_at(
+    mqp_pool *pool, unsigned timeout_ms, mqp_lease *lease, const char *file, int line);
+#define mqp_pool_acquire(pool, timeout_ms, lease) \
+	mqp_pool_acquire_at(pool, timeout_ms, lease, __FILE__, __LINE__)
+
 /**
  * Subscribe on the lease and wait for SUBACK. Every subscription of a lease carries the lease's
  * own subscription identifier, so messages for an earlier borrower never reach this one.
@@ -210,6 +229,7 @@ struct mqp_pool_stats {
 	uint64_t requests, replies, timeouts, late_replies, strays, duplicates;
 	uint64_t publishes;
 	uint64_t acquires, acquire_timeouts, releases, double_releases, stale_dropped;
+	uint64_t closes_idle, closes_lifetime, leaks;
 	uint64_t connects_ok, connects_failed, connections_lost;
 };
 

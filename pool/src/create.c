@@ -45,6 +45,7 @@ static void free_fields(struct mqp_pool *p)
 	free(p->conns);
 	free(p->lease_gen);
 	free(p->lease_held);
+	free(p->lease_info);
 	free(p->heap);
 	SSL_CTX_free(p->ssl_ctx);
 	if (p->ep >= 0)
@@ -116,6 +117,9 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	p->opt.connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : 5000;
 	p->opt.request_timeout_ms = o->request_timeout_ms ? o->request_timeout_ms : 10000;
 	p->opt.max_inflight = o->max_inflight ? o->max_inflight : 64;
+	p->opt.idle_timeout_ms = o->idle_timeout_ms ? o->idle_timeout_ms : 30000;
+	p->opt.max_lifetime_ms = o->max_lifetime_ms ? o->max_lifetime_ms : 1800000;
+	p->opt.eviction_interval_ms = o->eviction_interval_ms ? o->eviction_interval_ms : 10000;
 	p->opt.keepalive_s = o->keepalive_s ? (o->keepalive_s < 5 ? 5 : o->keepalive_s) : 30;
 	if (p->opt.min_size > p->opt.max_size) {
 		free_fields(p);
@@ -157,7 +161,9 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	p->conns = calloc(p->opt.max_size, sizeof *p->conns);
 	p->lease_gen = calloc(p->opt.max_size, sizeof *p->lease_gen);
 	p->lease_held = calloc(p->opt.max_size, sizeof *p->lease_held);
-	if (!p->client_prefix || !p->inbox_prefix || !p->conns || !p->lease_gen || !p->lease_held) {
+	p->lease_info = calloc(p->opt.max_size, sizeof *p->lease_info);
+	if (!p->client_prefix || !p->inbox_prefix || !p->conns || !p->lease_gen || !p->lease_held
+	    || !p->lease_info) {
 		free_fields(p);
 		return fail(err, errlen, MQP_ENOMEM, "out of memory");
 	}

@@ -228,6 +228,22 @@ static void set_error(struct mqp_pool *p, const char *fmt, ...)
 	pthread_mutex_unlock(&p->lock);
 }
 
+static void log_message(struct mqp_pool *p, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The application's log callback, on this thread, no lock held. */
+static void log_message(struct mqp_pool *p, int level, const char *fmt, ...)
+{
+	if (!p->opt.log_cb)
+		return;
+	char text[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	p->opt.log_cb(p->opt.userdata, level, text);
+}
+
 static void backoff(struct mqp_pool *p)
 {
 	atomic_fetch_add(&p->stats.connects_failed, 1);
@@ -239,6 +255,12 @@ static void backoff(struct mqp_pool *p)
 	uint64_t wait = p->backoff_ms / 2 + jitter % (p->backoff_ms / 2 + 1); /* [b/2, b] */
 	p->backoff_until = mqc_now_ns() + wait * MQC_NS_PER_MS;
 	p->connect_failed = true;
+	char why[256];
+	pthread_mutex_lock(&p->lock);
+	snprintf(why, sizeof why, "%s", p->last_error);
+	pthread_mutex_unlock(&p->lock);
+	log_message(
+	    p, MQP_LOG_WARNING, "mqttpool: %s; next attempt in %llu ms", why, (unsigned long long)wait);
 }
 
 static void conn_fail_ops(struct mqp_pool *p, struct pconn *c, int result)
@@ -309,6 +331,11 @@ static void on_subscribe(struct mosquitto *m, void *obj, int mid, int count, con
 		return;
 	}
 	c->ready = true;
+	uint64_t now = mqc_now_ns(), lifetime = (uint64_t)c->pool->opt.max_lifetime_ms * MQC_NS_PER_MS;
+	unsigned jitter = 0;
+	RAND_bytes((unsigned char *)&jitter, sizeof jitter);
+	c->ready_at = c->last_used = c->idle_since = now;
+	c->retire_at = now + lifetime - (uint64_t)((double)lifetime * 0.025 * (jitter / 4294967296.0));
 	atomic_fetch_add(&c->pool->stats.connects_ok, 1);
 	c->pool->backoff_ms = 0;
 	c->pool->connect_failed = false;
@@ -409,7 +436,7 @@ static void on_disconnect(struct mosquitto *m, void *obj, int rc, const mosquitt
 		set_error(c->pool, "connection to %s:%d closed before it was ready: %s", c->pool->url.host,
 		    c->pool->url.port, mosquitto_strerror(rc));
 		c->failed_connect = true;
-	} else if (c->ready) {
+	} else if (c->ready && rc != 0) { /* rc 0: our own DISCONNECT (retirement, idle) */
 		atomic_fetch_add(&c->pool->stats.connections_lost, 1);
 	}
 	c->dead = true;
@@ -568,6 +595,7 @@ static void start_op(struct mqp_pool *p, struct pconn *c, struct op *op)
 	op->conn_next = c->ops;
 	c->ops = op;
 	c->inflight++;
+	c->last_used = mqc_now_ns();
 	atomic_fetch_add(&p->stats.inflight, 1);
 	rc = mosquitto_publish_v5(
 	    c->m, &op->mid, op->topic, (int)op->len, op->payload, op->qos, op->retain, props);
@@ -615,6 +643,8 @@ static void dispatch(struct mqp_pool *p)
 		best->leased = true;
 		p->lease_held[slot] = true;
 		atomic_fetch_add(&p->stats.leased, 1); /* exact before the caller wakes */
+		p->lease_info[slot]
+		    = (struct lease_info) { .since = mqc_now_ns(), .file = op->file, .line = op->line };
 		op->slot = slot;
 		op->generation = p->lease_gen[slot];
 		atomic_fetch_add(&p->stats.acquires, 1);
@@ -668,7 +698,7 @@ static void lease_op(struct mqp_pool *p, struct op *op)
 			lease_clear(p, c);
 			c->epoch = c->epoch >= 0x0fffffff ? 1 : c->epoch + 1;
 			c->leased = false;
-			c->idle_since = mqc_now_ns();
+			c->idle_since = c->last_used = mqc_now_ns();
 			if (op->kind == OP_DISCARD)
 				c->dead = true;
 		}
@@ -818,6 +848,44 @@ static void publish_gauges(struct mqp_pool *p)
 	atomic_store(&p->stats.queued, queued);
 }
 
+/* Idle connections above min_size close; old ones retire; long-held leases are reported. */
+static void housekeeping(struct mqp_pool *p, uint64_t now)
+{
+	unsigned ready, connecting, inflight;
+	unsigned open = count_open(p, &ready, &connecting, &inflight);
+	uint64_t idle = (uint64_t)p->opt.idle_timeout_ms * MQC_NS_PER_MS;
+	for (unsigned i = 0; i < p->opt.max_size; i++) {
+		struct pconn *c = &p->conns[i];
+		if (!c->open || !c->ready || c->dead || c->leased || c->inflight)
+			continue;
+		if (now >= c->retire_at) {
+			atomic_fetch_add(&p->stats.closes_lifetime, 1);
+		} else if (open > p->opt.min_size && now - c->last_used > idle) {
+			atomic_fetch_add(&p->stats.closes_idle, 1);
+		} else {
+			continue;
+		}
+		mosquitto_disconnect(c->m);
+		mosquitto_loop_write(c->m, 1);
+		conn_close(p, c);
+		open--;
+	}
+	if (!p->opt.leak_threshold_ms)
+		return;
+	for (unsigned i = 0; i < p->opt.max_size; i++) {
+		struct lease_info *l = &p->lease_info[i];
+		if (!p->lease_held[i] || l->reported
+		    || now - l->since < (uint64_t)p->opt.leak_threshold_ms * MQC_NS_PER_MS)
+			continue;
+		l->reported = true;
+		atomic_fetch_add(&p->stats.leaks, 1);
+		log_message(p, MQP_LOG_WARNING,
+		    "mqttpool: possible leak: a lease acquired at %s:%d has been held for %llu ms",
+		    l->file ? l->file : "?", l->line,
+		    (unsigned long long)((now - l->since) / MQC_NS_PER_MS));
+	}
+}
+
 void *mqp__io_thread(void *arg)
 {
 	struct mqp_pool *p = arg;
@@ -838,6 +906,8 @@ void *mqp__io_thread(void *arg)
 				wake = p->conns[i].connect_deadline;
 		if (p->connect_failed && p->backoff_until > now && p->backoff_until < wake)
 			wake = p->backoff_until;
+		if (p->next_housekeeping > now && p->next_housekeeping < wake)
+			wake = p->next_housekeeping;
 		struct timespec timeout = mqc_ns_to_ts(wake > now ? wake - now : 0);
 		struct epoll_event events[64];
 		int n = epoll_pwait2(p->ep, events, 64, &timeout, NULL);
@@ -860,6 +930,10 @@ void *mqp__io_thread(void *arg)
 		}
 		now = mqc_now_ns();
 		expire(p, now);
+		if (now >= p->next_housekeeping) {
+			housekeeping(p, now);
+			p->next_housekeeping = now + (uint64_t)p->opt.eviction_interval_ms * MQC_NS_PER_MS;
+		}
 		if (now >= next_misc) {
 			for (unsigned i = 0; i < p->opt.max_size; i++)
 				if (p->conns[i].open) {
@@ -1014,7 +1088,13 @@ static int lease_call(mqp_lease *lease, enum op_kind kind, const char *topic, co
 	return rc;
 }
 
-int mqp_pool_acquire(mqp_pool *p, unsigned timeout_ms, mqp_lease *lease)
+int(mqp_pool_acquire)(mqp_pool *p, unsigned timeout_ms, mqp_lease *lease)
+{
+	return mqp_pool_acquire_at(p, timeout_ms, lease, NULL, 0);
+}
+
+int mqp_pool_acquire_at(
+    mqp_pool *p, unsigned timeout_ms, mqp_lease *lease, const char *file, int line)
 {
 	if (!p || !lease)
 		return MQP_EINVAL;
@@ -1026,6 +1106,8 @@ int mqp_pool_acquire(mqp_pool *p, unsigned timeout_ms, mqp_lease *lease)
 	struct op *op = op_new(OP_ACQUIRE, "", NULL, 0, 0, 0, deadline);
 	if (!op)
 		return MQP_ENOMEM;
+	op->file = file; /* a string literal from the caller's __FILE__: lives forever */
+	op->line = line;
 	unsigned slot = 0;
 	uint32_t generation = 0;
 	int rc = submit_and_wait_lease(p, op, &slot, &generation);
@@ -1117,6 +1199,9 @@ void mqp_pool_stats(mqp_pool *p, struct mqp_pool_stats *out)
 		.releases = atomic_load(&p->stats.releases),
 		.double_releases = atomic_load(&p->stats.double_releases),
 		.stale_dropped = atomic_load(&p->stats.stale_dropped),
+		.closes_idle = atomic_load(&p->stats.closes_idle),
+		.closes_lifetime = atomic_load(&p->stats.closes_lifetime),
+		.leaks = atomic_load(&p->stats.leaks),
 		.requests = atomic_load(&p->stats.requests),
 		.replies = atomic_load(&p->stats.replies),
 		.timeouts = atomic_load(&p->stats.timeouts),

@@ -50,6 +50,8 @@ struct op {
 	unsigned slot;          /* leases: which connection */
 	uint32_t generation;
 	int sub_options;
+	const char *file; /* OP_ACQUIRE: the caller */
+	int line;
 	char *topic;
 	void *payload;
 	size_t len;
@@ -84,6 +86,7 @@ struct pconn {
 	bool leased, retained_ok;
 	uint32_t epoch;      /* the current lease's subscription identifier (never 0) */
 	uint64_t idle_since; /* when it was last released: the most recent goes first */
+	uint64_t ready_at, retire_at, last_used;
 	struct lmsg *qhead, **qtail;
 	struct op *receiver;
 	char **filters;
@@ -93,6 +96,7 @@ struct pconn {
 struct pool_stats {
 	atomic_uint size, ready, connecting, inflight, queued, leased;
 	atomic_uint_fast64_t acquires, acquire_timeouts, releases, double_releases, stale_dropped;
+	atomic_uint_fast64_t closes_idle, closes_lifetime, leaks;
 	atomic_uint_fast64_t requests, replies, timeouts, late_replies, strays, publishes;
 	atomic_uint_fast64_t connects_ok, connects_failed, connections_lost;
 };
@@ -117,8 +121,15 @@ struct mqp_pool {
 	struct op *acquirers, **acquirers_tail; /* waiting for a lease, FIFO */
 	uint32_t *lease_gen; /* per slot: the generation of its current or next lease */
 	bool *lease_held;    /* per slot: a lease handle is out */
-	struct op *pending;  /* requests by correlation */
-	struct op **heap;    /* every op the I/O thread holds, by deadline */
+	struct lease_info {  /* per slot, for leak reports */
+		uint64_t since;
+		const char *file;
+		int line;
+		bool reported;
+	} * lease_info;
+	uint64_t next_housekeeping;
+	struct op *pending; /* requests by correlation */
+	struct op **heap;   /* every op the I/O thread holds, by deadline */
 	size_t heap_len, heap_cap;
 	unsigned long conn_counter;
 	unsigned id_salt; /* random per pool: part of every client id */

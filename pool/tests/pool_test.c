@@ -545,6 +545,91 @@ static void one_shot_receive_and_requests_beside_a_lease(void **state)
 	tb_test_responder_stop(&r);
 }
 
+static void idle_connections_above_min_close(void **state)
+{
+	(void)state;
+	struct mqp_pool_options o
+	    = { .max_size = 3, .min_size = 1, .idle_timeout_ms = 300, .eviction_interval_ms = 100 };
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
+	mqp_lease l[3];
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(mqp_pool_acquire(p, 3000, &l[i]), MQP_OK);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(mqp_lease_release(&l[i]), MQP_OK);
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st);
+	assert_int_equal(st.size, 3);
+	nanosleep(&(struct timespec) { .tv_nsec = 900000000 }, NULL);
+	mqp_pool_stats(p, &st);
+	assert_int_equal(st.size, 1); /* back to min_size, never below */
+	assert_int_equal(st.closes_idle, 2);
+	mqp_pool_destroy(p);
+}
+
+static void old_connections_retire_without_failing_requests(void **state)
+{
+	(void)state;
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "life/cmd", NULL);
+	struct mqp_pool_options o
+	    = { .max_size = 1, .min_size = 1, .max_lifetime_ms = 300, .eviction_interval_ms = 50 };
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
+	for (int i = 0; i < 15; i++) {
+		struct mqp_reply reply;
+		assert_int_equal(mqp_pool_request(p, "life/cmd", "x", 1, 0, 3000, &reply), MQP_OK);
+		mqp_reply_free(&reply);
+		nanosleep(&(struct timespec) { .tv_nsec = 100000000 }, NULL);
+	}
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st);
+	assert_true(st.closes_lifetime >= 2);
+	assert_true(st.connects_ok >= 3);
+	assert_int_equal(st.connections_lost, 0);
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+}
+
+struct log_capture {
+	pthread_mutex_t lock;
+	char last[512];
+	int count;
+};
+
+static void capture_log(void *userdata, int level, const char *message)
+{
+	struct log_capture *c = userdata;
+	(void)level;
+	pthread_mutex_lock(&c->lock);
+	snprintf(c->last, sizeof c->last, "%s", message);
+	c->count++;
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void a_lease_held_too_long_is_reported_with_its_origin(void **state)
+{
+	(void)state;
+	struct log_capture logs = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct mqp_pool_options o = { .leak_threshold_ms = 200,
+		.eviction_interval_ms = 50,
+		.log_cb = capture_log,
+		.userdata = &logs };
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
+	mqp_lease lease;
+	int line = __LINE__ + 1;
+	assert_int_equal(mqp_pool_acquire(p, 3000, &lease), MQP_OK);
+	nanosleep(&(struct timespec) { .tv_nsec = 500000000 }, NULL);
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st);
+	assert_int_equal(st.leaks, 1); /* reported once */
+	char where[64];
+	snprintf(where, sizeof where, "pool_test.c:%d", line);
+	pthread_mutex_lock(&logs.lock);
+	if (!strstr(logs.last, where) || !strstr(logs.last, "possible leak"))
+		fail_msg("log '%s' does not name %s", logs.last, where);
+	pthread_mutex_unlock(&logs.lock);
+	assert_int_equal(mqp_lease_release(&lease), MQP_OK);
+	mqp_pool_destroy(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -562,6 +647,9 @@ int main(void)
 		cmocka_unit_test(released_backlog_never_reaches_the_next_borrower),
 		cmocka_unit_test(acquire_waits_in_fifo_order_and_times_out),
 		cmocka_unit_test(one_shot_receive_and_requests_beside_a_lease),
+		cmocka_unit_test(idle_connections_above_min_close),
+		cmocka_unit_test(old_connections_retire_without_failing_requests),
+		cmocka_unit_test(a_lease_held_too_long_is_reported_with_its_origin),
 	};
 	return TB_TEST_RUN(tests, NULL);
 }
