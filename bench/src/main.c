@@ -77,15 +77,18 @@ static void usage(enum bench_scenario sc)
 		       "  --source A-B          bind to source addresses A..B round robin\n"
 		       "                        (e.g. 127.0.0.2-127.0.0.5; IP_BIND_ADDRESS_NO_PORT)\n");
 	else
-		printf("\n%s options:\n"
-		       "  --publishers P        default 1%s\n"
-		       "  --rate R              messages per second per publisher (default 1000)\n"
-		       "  --subscribers S       default 1\n"
-		       "  --topics T            publisher p -> topic p %% T, subscriber s <- topic s %% T\n"
-		       "                        (default 1: every subscriber gets every message)\n"
-		       "  --pub-topic T         publish every message to T instead\n"
-		       "  --sub-filter F        every subscriber subscribes to F instead (with\n"
-		       "                        --pub-topic: e.g. through a device that echoes)\n",
+		printf(
+		    "\n%s options:\n"
+		    "  --publishers P        default 1%s\n"
+		    "  --rate R              messages per second per publisher (default 1000)\n"
+		    "  --subscribers S       default 1\n"
+		    "  --topics T            publisher p -> topic p %% T, subscriber s <- topic s %% T\n"
+		    "                        (default 1: every subscriber gets every message)\n"
+		    "  --max-backlog N       unacknowledged messages before the generator stops and says\n"
+		    "                        'generator saturated' (default: 10 s of traffic)\n"
+		    "  --pub-topic T         publish every message to T instead\n"
+		    "  --sub-filter F        every subscriber subscribes to F instead (with\n"
+		    "                        --pub-topic: e.g. through a device that echoes)\n",
 		    scenario_names[sc], sc == SC_FANOUT ? " (fanout: always 1)" : "");
 }
 
@@ -136,7 +139,8 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		O_MODE,
 		O_POOLSIZE,
 		O_TOPIC,
-		O_TIMEOUT
+		O_TIMEOUT,
+		O_BACKLOG
 	};
 	static const struct option longopts[] = {
 		{ "broker", required_argument, NULL, O_BROKER },
@@ -171,6 +175,7 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		{ "pool-size", required_argument, NULL, O_POOLSIZE },
 		{ "topic", required_argument, NULL, O_TOPIC },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "max-backlog", required_argument, NULL, O_BACKLOG },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -202,8 +207,9 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		o->concurrency = 10;
 		o->pub_topic = "devices/bench/commands/ping";
 	}
-	bool connect_only[O_TIMEOUT + 1] = { 0 }, flow_only[O_TIMEOUT + 1] = { 0 };
-	bool request_only[O_TIMEOUT + 1] = { 0 }, not_request[O_TIMEOUT + 1] = { 0 };
+	bool connect_only[O_BACKLOG + 1] = { 0 }, flow_only[O_BACKLOG + 1] = { 0 };
+	bool request_only[O_BACKLOG + 1] = { 0 }, not_request[O_BACKLOG + 1] = { 0 };
+	flow_only[O_BACKLOG] = true;
 	request_only[O_MODE] = request_only[O_POOLSIZE] = request_only[O_TOPIC] = true;
 	request_only[O_TIMEOUT] = true;
 	not_request[O_QOS] = not_request[O_SIZE] = not_request[O_PROTO] = not_request[O_DRAIN] = true;
@@ -225,7 +231,7 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 			snprintf(name, sizeof name, "%s", argv[optind - 1]);
 		index = -1;
 		bool request = sc == SC_REQUEST, conn_or_req = sc == SC_CONNECT || request;
-		if (c >= O_BROKER && c <= O_TIMEOUT
+		if (c >= O_BROKER && c <= O_BACKLOG
 		    && ((connect_only[c] && sc != SC_CONNECT && !(request && c == O_CONC))
 		        || (flow_only[c] && conn_or_req) || (request_only[c] && !request)
 		        || (not_request[c] && request) || (c == O_PUBS && sc == SC_FANOUT))) {
@@ -291,6 +297,10 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 				if (mqc_parse_u64(optarg, 1, 1000, &u) != 0)
 					return bad(name, optarg, "a size from 1 to 1000");
 				o->pool_size = (unsigned)u;
+				break;
+			case O_BACKLOG:
+				if (mqc_parse_count(optarg, 100000000, &o->max_backlog) != 0 || o->max_backlog == 0)
+					return bad(name, optarg, "a count above zero");
 				break;
 			case O_TIMEOUT:
 				if (parse_duration(name, optarg, &o->timeout_ns) || o->timeout_ns == 0)

@@ -31,6 +31,8 @@ struct bench_opts {
 	pid_t broker_pid;
 	double max_loss_pct; /* fail above; 100 = never */
 	uint64_t drain_ns;   /* longest wait for stragglers after the last slot */
+	uint64_t
+	    max_backlog; /* unacknowledged messages before 'generator saturated'; 0: 10 s of traffic */
 	/* throughput / fanout */
 	unsigned publishers, subscribers, topics;
 	double rate;            /* per publisher, msg/s */

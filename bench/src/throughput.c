@@ -537,7 +537,9 @@ int bench_run_throughput(const struct bench_opts *o)
 			return 1;
 		}
 	memset(b.payload, 'm', o->size);
-	b.backlog_limit = (uint64_t)(total_rate * 10) > 10000 ? (uint64_t)(total_rate * 10) : 10000;
+	b.backlog_limit = o->max_backlog          ? o->max_backlog
+	    : (uint64_t)(total_rate * 10) > 10000 ? (uint64_t)(total_rate * 10)
+	                                          : 10000;
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 

@@ -93,6 +93,16 @@ fi
   --hold 0.2s --json >"$tmp/ct.json" 2>"$tmp/ct.err" || fail "TLS connect: $(cat "$tmp/ct.err")"
 [ "$(json "$tmp/ct.json" connected)" = 50 ] && pass "connect over TLS: 50 of 50" || fail "TLS connect"
 
+# The scale this machine allows: 15,000 held connections from one process, 5,000/s scheduled.
+"$MQB" connect --broker "$MQTT_URL" "${auth[@]}" --clients 15000 --rate 5000 --concurrency 200 \
+  --hold 1s --source 127.0.0.2-127.0.0.5 --json >"$tmp/c15k.json" 2>"$tmp/c15k.err" \
+  || fail "15k connect: $(cat "$tmp/c15k.err")"
+if [ "$(json "$tmp/c15k.json" connected)" = 15000 ] && [ "$(json "$tmp/c15k.json" failed)" = 0 ]; then
+  pass "connect: 15000 of 15000 held ($(json "$tmp/c15k.json" connects_per_second)/s measured, 5000/s scheduled)"
+else
+  fail "15k connect: $(head -c 400 "$tmp/c15k.json")"
+fi
+
 # --- merge: two "pods" with distinct prefixes -------------------------------------------------
 for pod in a b; do
   "$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --rate 300 --subscribers 2 --duration 1s \
@@ -137,6 +147,24 @@ if [ "${max:-0}" -ge 500000000 ] && [ "${p99:-0}" -ge 300000000 ] && [ "$(json "
   pass "stall visible: max $((max / 1000000)) ms, p99 $((p99 / 1000000)) ms, p50 $((p50 / 1000)) us, no loss, no shortfall"
 else
   fail "stall hidden: max $max p99 $p99 loss $(json "$tmp/co.json" loss) shortfall $(json "$tmp/co.json" shortfall)"
+fi
+
+# --- the overload guard: a stalled broker and a small --max-backlog --------------------------
+"$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --rate 1000 --duration 3s --qos 1 \
+  --max-backlog 300 --json >"$tmp/sat.json" 2>"$tmp/sat.err" &
+bench=$!
+sleep 1.2
+kill -STOP "$BROKER_PID"
+sleep 0.8
+kill -CONT "$BROKER_PID"
+wait $bench
+rc=$?
+shortfall=$(json "$tmp/sat.json" shortfall)
+if [ $rc = 0 ] && grep -q "generator saturated" "$tmp/sat.err" && grep -q '"generator_saturated":true' "$tmp/sat.json" &&
+   [ "${shortfall:-0}" -gt 0 ] && [ "$(json "$tmp/sat.json" loss)" = 0 ]; then
+  pass "overload guard: 'generator saturated', shortfall $shortfall counted, nothing sent silently less"
+else
+  fail "overload guard: rc $rc shortfall $shortfall $(cat "$tmp/sat.err" | tail -2)"
 fi
 
 # --- accuracy: through a device that answers after exactly 20 ms ------------------------------
