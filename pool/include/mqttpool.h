@@ -216,6 +216,33 @@ MQP_API int mqp_lease_discard(mqp_lease *lease);
 MQP_API int mqp_pool_receive(
     mqp_pool *pool, const char *filter, int qos, unsigned timeout_ms, struct mqp_message *msg);
 
+/* --- the async API: for event-loop servers ------------------------------------------------ */
+
+/**
+ * Completion of mqp_pool_request_async: result is an mqp_err; reply is valid only during the
+ * call (copy what you keep) and only when result is MQP_OK.
+ * Threads: runs on the pool's I/O thread with no pool lock held. It must not block; a blocking
+ * pool call from it returns MQP_EDEADLK.
+ */
+typedef void (*mqp_request_cb)(void *userdata, int result, const struct mqp_reply *reply);
+
+/** Completion of mqp_pool_publish_async (same rules). */
+typedef void (*mqp_done_cb)(void *userdata, int result);
+
+/**
+ * mqp_pool_request without waiting. If it returns MQP_OK the callback runs exactly once — with
+ * the reply, MQP_ETIMEDOUT, MQP_ECONNECT, MQP_ECONNLOST, MQP_EDENIED, MQP_ENOMEM, or MQP_ECLOSED
+ * when the pool is destroyed first (mqp_pool_destroy returns after every callback has run). If
+ * it returns an error the callback never runs.
+ * @return MQP_OK, MQP_EINVAL, MQP_ETOOBIG, MQP_ENOMEM, MQP_ECLOSED.
+ */
+MQP_API int mqp_pool_request_async(mqp_pool *pool, const char *topic, const void *payload,
+    size_t len, int qos, unsigned timeout_ms, mqp_request_cb cb, void *userdata);
+
+/** mqp_pool_publish without waiting; the same contract as mqp_pool_request_async. */
+MQP_API int mqp_pool_publish_async(mqp_pool *pool, const char *topic, const void *payload,
+    size_t len, int qos, int retain, unsigned timeout_ms, mqp_done_cb cb, void *userdata);
+
 /** A snapshot of the pool's gauges and counters. */
 struct mqp_pool_stats {
 	/* gauges */

@@ -180,7 +180,12 @@ static void finish(struct mqp_pool *p, struct op *op, int result)
 		atomic_fetch_add(&p->stats.timeouts, 1);
 	if (result == MQP_ETIMEDOUT && op->kind == OP_ACQUIRE)
 		atomic_fetch_add(&p->stats.acquire_timeouts, 1);
-	op_complete(op, result);
+	if (op->request_cb) /* async: the one and only call, on this thread, no lock held */
+		op->request_cb(op->userdata, result, result == MQP_OK ? &op->reply : NULL);
+	else if (op->done_cb)
+		op->done_cb(op->userdata, result);
+	else
+		op_complete(op, result);
 	op_unref(op);
 }
 
@@ -1020,6 +1025,25 @@ static int submit_and_wait_lease(
 	return submit_and_wait_full(p, op, NULL, NULL, slot, generation);
 }
 
+/* Hand an async op to the I/O thread; it holds the only reference. */
+static int submit_async(struct mqp_pool *p, struct op *op)
+{
+	atomic_store(&op->refs, 1);
+	pthread_mutex_lock(&p->lock);
+	if (p->stopping) {
+		pthread_mutex_unlock(&p->lock);
+		op_unref(op);
+		return MQP_ECLOSED;
+	}
+	*p->incoming_tail = op;
+	p->incoming_tail = &op->queue_next;
+	pthread_mutex_unlock(&p->lock);
+	uint64_t one = 1;
+	ssize_t w = write(p->evfd, &one, sizeof one);
+	(void)w;
+	return MQP_OK;
+}
+
 static int check_call(struct mqp_pool *p, const char *topic, int qos)
 {
 	if (!p || !topic || !*topic || qos < 0 || qos > 2 || strpbrk(topic, "+#"))
@@ -1174,6 +1198,51 @@ int mqp_pool_receive(
 		rc = mqp_lease_receive(&lease, left, msg);
 	mqp_lease_release(&lease);
 	return rc;
+}
+
+static int check_async(
+    struct mqp_pool *p, const char *topic, int qos, const void *payload, size_t len, bool have_cb)
+{
+	if (!p || !topic || !*topic || qos < 0 || qos > 2 || strpbrk(topic, "+#") || !have_cb
+	    || (len && !payload))
+		return MQP_EINVAL;
+	if (strlen(topic) >= MQP_TOPIC_MAX || len > 256 * 1024 * 1024)
+		return MQP_ETOOBIG;
+	return MQP_OK;
+}
+
+int mqp_pool_request_async(mqp_pool *p, const char *topic, const void *payload, size_t len, int qos,
+    unsigned timeout_ms, mqp_request_cb cb, void *userdata)
+{
+	int rc = check_async(p, topic, qos, payload, len, cb != NULL);
+	if (rc != MQP_OK)
+		return rc;
+	if (qos > 1)
+		return MQP_EINVAL;
+	uint64_t deadline = mqc_now_ns()
+	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
+	struct op *op = op_new(OP_REQUEST, topic, payload, len, qos, 0, deadline);
+	if (!op)
+		return MQP_ENOMEM;
+	op->request_cb = cb;
+	op->userdata = userdata;
+	return submit_async(p, op);
+}
+
+int mqp_pool_publish_async(mqp_pool *p, const char *topic, const void *payload, size_t len, int qos,
+    int retain, unsigned timeout_ms, mqp_done_cb cb, void *userdata)
+{
+	int rc = check_async(p, topic, qos, payload, len, cb != NULL);
+	if (rc != MQP_OK)
+		return rc;
+	uint64_t deadline = mqc_now_ns()
+	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
+	struct op *op = op_new(OP_PUBLISH, topic, payload, len, qos, retain != 0, deadline);
+	if (!op)
+		return MQP_ENOMEM;
+	op->done_cb = cb;
+	op->userdata = userdata;
+	return submit_async(p, op);
 }
 
 void mqp_reply_free(struct mqp_reply *r)

@@ -50,7 +50,10 @@ struct op {
 	unsigned slot;          /* leases: which connection */
 	uint32_t generation;
 	int sub_options;
-	const char *file; /* OP_ACQUIRE: the caller */
+	const char *file;          /* OP_ACQUIRE: the caller */
+	mqp_request_cb request_cb; /* async: called instead of waking a caller */
+	mqp_done_cb done_cb;
+	void *userdata;
 	int line;
 	char *topic;
 	void *payload;

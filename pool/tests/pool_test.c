@@ -630,6 +630,100 @@ static void a_lease_held_too_long_is_reported_with_its_origin(void **state)
 	mqp_pool_destroy(p);
 }
 
+struct async_call {
+	char nonce[32];
+	atomic_int calls; /* must end at exactly 1 */
+	atomic_int result;
+	atomic_int matched;
+	mqp_pool *pool;
+};
+
+static void on_async_reply(void *userdata, int result, const struct mqp_reply *reply)
+{
+	struct async_call *c = userdata;
+	if (result == MQP_OK && reply && reply->len == strlen(c->nonce)
+	    && memcmp(reply->payload, c->nonce, reply->len) == 0)
+		atomic_store(&c->matched, 1);
+	if (c->pool) { /* a blocking call from the pool's thread must refuse, not deadlock */
+		struct mqp_reply r;
+		if (mqp_pool_request(c->pool, "async/cmd", "x", 1, 0, 100, &r) != MQP_EDEADLK)
+			atomic_store(&c->matched, -1);
+	}
+	atomic_store(&c->result, result);
+	atomic_fetch_add(&c->calls, 1);
+}
+
+static bool wait_calls(struct async_call *calls, int n, int timeout_ms)
+{
+	uint64_t deadline = mqc_now_ns() + (uint64_t)timeout_ms * MQC_NS_PER_MS;
+	for (;;) {
+		int done = 0;
+		for (int i = 0; i < n; i++)
+			done += atomic_load(&calls[i].calls) > 0;
+		if (done == n)
+			return true;
+		if (mqc_now_ns() > deadline)
+			return false;
+		nanosleep(&(struct timespec) { .tv_nsec = 5000000 }, NULL);
+	}
+}
+
+static void async_requests_complete_exactly_once(void **state)
+{
+	(void)state;
+	struct tb_responder r
+	    = tb_test_responder(RESPONDER_PATH, "--filter", "async/cmd", "--duplicate", "0.3", NULL);
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	enum { N = 300 };
+	static struct async_call calls[N];
+	for (int i = 0; i < N; i++) {
+		memset(&calls[i], 0, sizeof calls[i]);
+		snprintf(calls[i].nonce, sizeof calls[i].nonce, "async-%d-%ld", i, random());
+		calls[i].pool = i == 0 ? p : NULL;
+		assert_int_equal(mqp_pool_request_async(p, "async/cmd", calls[i].nonce,
+		                     strlen(calls[i].nonce), 0, 3000, on_async_reply, &calls[i]),
+		    MQP_OK);
+	}
+	assert_true(wait_calls(calls, N, 10000));
+	nanosleep(
+	    &(struct timespec) { .tv_nsec = 200000000 }, NULL); /* duplicates must not call again */
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(atomic_load(&calls[i].calls), 1);
+		assert_int_equal(atomic_load(&calls[i].result), MQP_OK);
+		assert_int_equal(atomic_load(&calls[i].matched), 1);
+	}
+	assert_int_equal(
+	    mqp_pool_request_async(p, "async/+", "x", 1, 0, 100, on_async_reply, NULL), MQP_EINVAL);
+	assert_int_equal(
+	    mqp_pool_request_async(p, "async/cmd", "x", 1, 0, 100, NULL, NULL), MQP_EINVAL);
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+}
+
+static void async_timeouts_and_destroy_complete_every_call(void **state)
+{
+	(void)state;
+	struct tb_responder r
+	    = tb_test_responder(RESPONDER_PATH, "--filter", "mute/cmd", "--drop", "1", NULL);
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	enum { N = 20 };
+	static struct async_call calls[N];
+	for (int i = 0; i < N; i++) {
+		memset(&calls[i], 0, sizeof calls[i]);
+		/* Half time out on their own; half are still waiting when the pool goes. */
+		assert_int_equal(mqp_pool_request_async(p, "mute/cmd", "x", 1, 0, i % 2 ? 100 : 30000,
+		                     on_async_reply, &calls[i]),
+		    MQP_OK);
+	}
+	nanosleep(&(struct timespec) { .tv_nsec = 400000000 }, NULL);
+	mqp_pool_destroy(p); /* returns after every callback has run */
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(atomic_load(&calls[i].calls), 1);
+		assert_int_equal(atomic_load(&calls[i].result), i % 2 ? MQP_ETIMEDOUT : MQP_ECLOSED);
+	}
+	tb_test_responder_stop(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -650,6 +744,8 @@ int main(void)
 		cmocka_unit_test(idle_connections_above_min_close),
 		cmocka_unit_test(old_connections_retire_without_failing_requests),
 		cmocka_unit_test(a_lease_held_too_long_is_reported_with_its_origin),
+		cmocka_unit_test(async_requests_complete_exactly_once),
+		cmocka_unit_test(async_timeouts_and_destroy_complete_every_call),
 	};
 	return TB_TEST_RUN(tests, NULL);
 }
