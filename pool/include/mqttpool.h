@@ -216,6 +216,29 @@ MQP_API int mqp_lease_discard(mqp_lease *lease);
 MQP_API int mqp_pool_receive(
     mqp_pool *pool, const char *filter, int qos, unsigned timeout_ms, struct mqp_message *msg);
 
+/* --- legacy devices: a fixed reply topic ------------------------------------------------- */
+
+/**
+ * Decides whether a message on the reply topic is the reply (for devices that put a request id in
+ * the payload). Runs on the calling thread; return nonzero to accept.
+ */
+typedef int (*mqp_match_cb)(void *userdata, const struct mqp_message *candidate);
+
+/**
+ * A request to a device that answers on a fixed reply topic instead of a v5 Response Topic (the
+ * JavaScript mqtt-pool's model), made safe: reply_topic must be an exact topic (no wildcards)
+ * that does not match the command topic; retained messages are never replies; at most one such
+ * request per reply topic is outstanding in the process (others wait their turn within their
+ * timeout); the reply is read on an exclusive lease subscribed before the command is published;
+ * on timeout the connection is discarded, so a late reply reaches nobody. Another process using
+ * the same reply topic can still see these replies: MQTT cannot prevent that.
+ * @return MQP_OK (free *reply), MQP_ETIMEDOUT, MQP_EINVAL (wildcards, or the reply topic matches
+ *         the command topic), and the errors of mqp_pool_acquire and the lease calls.
+ */
+MQP_API int mqp_pool_request_legacy(mqp_pool *pool, const char *topic, const void *payload,
+    size_t len, int qos, const char *reply_topic, mqp_match_cb match, void *match_userdata,
+    unsigned timeout_ms, struct mqp_reply *reply);
+
 /* --- the async API: for event-loop servers ------------------------------------------------ */
 
 /**
