@@ -120,7 +120,7 @@ MQP_API void mqp_reply_free(struct mqp_reply *reply);
  * gave up. No SUBSCRIBE round trip: each connection subscribed to its inbox once.
  *
  * @param timeout_ms 0: the pool's request_timeout_ms.
- * @param qos 0 or 1 for the command.
+ * @param qos 0, 1 or 2 for the command.
  * @return MQP_OK with *reply filled (free with mqp_reply_free), MQP_ETIMEDOUT, MQP_ECONNECT
  *         (no connection could be made; mqp_pool_last_error says why), MQP_ECONNLOST,
  *         MQP_EDENIED, MQP_ECLOSED, MQP_EINVAL, MQP_ETOOBIG, MQP_ENOMEM, MQP_EDEADLK.
@@ -265,6 +265,26 @@ MQP_API int mqp_pool_request_async(mqp_pool *pool, const char *topic, const void
 /** mqp_pool_publish without waiting; the same contract as mqp_pool_request_async. */
 MQP_API int mqp_pool_publish_async(mqp_pool *pool, const char *topic, const void *payload,
     size_t len, int qos, int retain, unsigned timeout_ms, mqp_done_cb cb, void *userdata);
+
+/**
+ * Stop taking new requests, publishes and acquires (they return MQP_ECLOSED) and wait until every
+ * queued and in-flight call has completed and every lease is back (lease calls still work), at
+ * most timeout_ms. Afterwards only mqp_pool_stats, mqp_pool_latency and mqp_pool_destroy make
+ * sense. @return MQP_OK when idle, MQP_ETIMEDOUT otherwise, MQP_EDEADLK from the pool's thread.
+ */
+MQP_API int mqp_pool_drain(mqp_pool *pool, unsigned timeout_ms);
+
+/** A latency distribution (nanoseconds; percentiles as HdrHistogram reports them). */
+struct mqp_latency {
+	uint64_t count, p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
+};
+
+/**
+ * Latency since creation: requests (call to reply, successful ones), acquire waits (successful
+ * acquires), connects (start to ready, inbox subscribed). Any pointer may be NULL.
+ */
+MQP_API void mqp_pool_latency(mqp_pool *pool, struct mqp_latency *request,
+    struct mqp_latency *acquire, struct mqp_latency *connect);
 
 /** A snapshot of the pool's gauges and counters. */
 struct mqp_pool_stats {

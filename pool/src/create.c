@@ -53,6 +53,10 @@ static void free_fields(struct mqp_pool *p)
 	if (p->evfd >= 0)
 		close(p->evfd);
 	pthread_mutex_destroy(&p->lock);
+	pthread_mutex_destroy(&p->hist_lock);
+	mqc_hist_free(&p->h_request);
+	mqc_hist_free(&p->h_acquire);
+	mqc_hist_free(&p->h_connect);
 	free(p);
 }
 
@@ -106,6 +110,7 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 		return fail(err, errlen, MQP_ENOMEM, "out of memory");
 	p->ep = p->evfd = -1;
 	pthread_mutex_init(&p->lock, NULL);
+	pthread_mutex_init(&p->hist_lock, NULL);
 	char urlerr[256];
 	if (!broker_url || mqc_url_parse(broker_url, &p->url, urlerr, sizeof urlerr) != 0) {
 		free_fields(p);
@@ -162,8 +167,9 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	p->lease_gen = calloc(p->opt.max_size, sizeof *p->lease_gen);
 	p->lease_held = calloc(p->opt.max_size, sizeof *p->lease_held);
 	p->lease_info = calloc(p->opt.max_size, sizeof *p->lease_info);
-	if (!p->client_prefix || !p->inbox_prefix || !p->conns || !p->lease_gen || !p->lease_held
-	    || !p->lease_info) {
+	if (mqc_hist_init(&p->h_request, 7) || mqc_hist_init(&p->h_acquire, 7)
+	    || mqc_hist_init(&p->h_connect, 7) || !p->client_prefix || !p->inbox_prefix || !p->conns
+	    || !p->lease_gen || !p->lease_held || !p->lease_info) {
 		free_fields(p);
 		return fail(err, errlen, MQP_ENOMEM, "out of memory");
 	}

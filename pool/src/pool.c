@@ -59,6 +59,7 @@ static struct op *op_new(enum op_kind kind, const char *topic, const void *paylo
 	op->qos = qos;
 	op->retain = retain;
 	op->deadline = deadline;
+	op->submitted = mqc_now_ns();
 	op->heap_index = SIZE_MAX;
 	return op;
 }
@@ -180,6 +181,13 @@ static void finish(struct mqp_pool *p, struct op *op, int result)
 		atomic_fetch_add(&p->stats.timeouts, 1);
 	if (result == MQP_ETIMEDOUT && op->kind == OP_ACQUIRE)
 		atomic_fetch_add(&p->stats.acquire_timeouts, 1);
+	if (result == MQP_OK && (op->kind == OP_REQUEST || op->kind == OP_ACQUIRE)) {
+		pthread_mutex_lock(&p->hist_lock);
+		mqc_hist_record(
+		    op->kind == OP_REQUEST ? &p->h_request : &p->h_acquire, mqc_now_ns() - op->submitted);
+		pthread_mutex_unlock(&p->hist_lock);
+	}
+	atomic_fetch_sub(&p->outstanding, 1);
 	if (op->request_cb) /* async: the one and only call, on this thread, no lock held */
 		op->request_cb(op->userdata, result, result == MQP_OK ? &op->reply : NULL);
 	else if (op->done_cb)
@@ -340,6 +348,9 @@ static void on_subscribe(struct mosquitto *m, void *obj, int mid, int count, con
 	unsigned jitter = 0;
 	RAND_bytes((unsigned char *)&jitter, sizeof jitter);
 	c->ready_at = c->last_used = c->idle_since = now;
+	pthread_mutex_lock(&c->pool->hist_lock);
+	mqc_hist_record(&c->pool->h_connect, now - c->connect_start);
+	pthread_mutex_unlock(&c->pool->hist_lock);
 	c->retire_at = now + lifetime - (uint64_t)((double)lifetime * 0.025 * (jitter / 4294967296.0));
 	atomic_fetch_add(&c->pool->stats.connects_ok, 1);
 	c->pool->backoff_ms = 0;
@@ -479,7 +490,8 @@ static void conn_open(struct mqp_pool *p, struct pconn *c)
 		mosquitto_int_option(c->m, MOSQ_OPT_SSL_CTX_WITH_DEFAULTS, 0);
 		mosquitto_void_option(c->m, MOSQ_OPT_SSL_CTX, p->ssl_ctx);
 	}
-	c->connect_deadline = mqc_now_ns() + (uint64_t)p->opt.connect_timeout_ms * MQC_NS_PER_MS;
+	c->connect_start = mqc_now_ns();
+	c->connect_deadline = c->connect_start + (uint64_t)p->opt.connect_timeout_ms * MQC_NS_PER_MS;
 	int rc = mosquitto_connect_bind_async(
 	    c->m, p->url.host, p->url.port, (int)p->opt.keepalive_s, NULL);
 	if (rc != MOSQ_ERR_SUCCESS) {
@@ -973,12 +985,13 @@ static int submit_and_wait_full(struct mqp_pool *p, struct op *op, struct mqp_re
     struct mqp_message *msg, unsigned *slot, uint32_t *generation)
 {
 	pthread_mutex_lock(&p->lock);
-	if (p->stopping) {
+	if (p->stopping || (p->draining && op->kind <= OP_ACQUIRE)) {
 		pthread_mutex_unlock(&p->lock);
 		op_unref(op);
 		op_unref(op);
 		return MQP_ECLOSED;
 	}
+	atomic_fetch_add(&p->outstanding, 1);
 	*p->incoming_tail = op;
 	p->incoming_tail = &op->queue_next;
 	pthread_mutex_unlock(&p->lock);
@@ -1030,11 +1043,12 @@ static int submit_async(struct mqp_pool *p, struct op *op)
 {
 	atomic_store(&op->refs, 1);
 	pthread_mutex_lock(&p->lock);
-	if (p->stopping) {
+	if (p->stopping || p->draining) {
 		pthread_mutex_unlock(&p->lock);
 		op_unref(op);
 		return MQP_ECLOSED;
 	}
+	atomic_fetch_add(&p->outstanding, 1);
 	*p->incoming_tail = op;
 	p->incoming_tail = &op->queue_next;
 	pthread_mutex_unlock(&p->lock);
@@ -1061,7 +1075,7 @@ int mqp_pool_request(mqp_pool *p, const char *topic, const void *payload, size_t
 	int rc = check_call(p, topic, qos);
 	if (rc != MQP_OK)
 		return rc;
-	if (!reply || qos > 1 || (len && !payload))
+	if (!reply || (len && !payload))
 		return MQP_EINVAL;
 	if (len > 256 * 1024 * 1024)
 		return MQP_ETOOBIG;
@@ -1217,8 +1231,6 @@ int mqp_pool_request_async(mqp_pool *p, const char *topic, const void *payload, 
 	int rc = check_async(p, topic, qos, payload, len, cb != NULL);
 	if (rc != MQP_OK)
 		return rc;
-	if (qos > 1)
-		return MQP_EINVAL;
 	uint64_t deadline = mqc_now_ns()
 	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
 	struct op *op = op_new(OP_REQUEST, topic, payload, len, qos, 0, deadline);
@@ -1243,6 +1255,48 @@ int mqp_pool_publish_async(mqp_pool *p, const char *topic, const void *payload, 
 	op->done_cb = cb;
 	op->userdata = userdata;
 	return submit_async(p, op);
+}
+
+int mqp_pool_drain(mqp_pool *p, unsigned timeout_ms)
+{
+	if (!p)
+		return MQP_EINVAL;
+	if (pthread_equal(pthread_self(), p->thread))
+		return MQP_EDEADLK;
+	pthread_mutex_lock(&p->lock);
+	p->draining = true;
+	pthread_mutex_unlock(&p->lock);
+	uint64_t deadline = mqc_now_ns() + (uint64_t)timeout_ms * MQC_NS_PER_MS;
+	while (atomic_load(&p->outstanding) != 0 || atomic_load(&p->stats.leased) != 0) {
+		if (mqc_now_ns() >= deadline)
+			return MQP_ETIMEDOUT;
+		nanosleep(&(struct timespec) { .tv_nsec = 2000000 }, NULL);
+	}
+	return MQP_OK;
+}
+
+static void latency_of(const struct mqc_hist *h, struct mqp_latency *out)
+{
+	if (!out)
+		return;
+	*out = (struct mqp_latency) {
+		.count = h->count,
+		.p50_ns = mqc_hist_percentile(h, 50),
+		.p90_ns = mqc_hist_percentile(h, 90),
+		.p99_ns = mqc_hist_percentile(h, 99),
+		.p999_ns = mqc_hist_percentile(h, 99.9),
+		.max_ns = h->max,
+	};
+}
+
+void mqp_pool_latency(mqp_pool *p, struct mqp_latency *request, struct mqp_latency *acquire,
+    struct mqp_latency *connect)
+{
+	pthread_mutex_lock(&p->hist_lock);
+	latency_of(&p->h_request, request);
+	latency_of(&p->h_acquire, acquire);
+	latency_of(&p->h_connect, connect);
+	pthread_mutex_unlock(&p->hist_lock);
 }
 
 void mqp_reply_free(struct mqp_reply *r)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <uthash.h>
 
+#include "mqc_hist.h"
 #include "mqc_url.h"
 #include "mqttpool.h"
 
@@ -21,6 +22,7 @@ struct mosquitto;
 typedef struct ssl_ctx_st SSL_CTX;
 
 enum op_kind {
+	/* The first three start new work: mqp_pool_drain refuses them (op->kind <= OP_ACQUIRE). */
 	OP_REQUEST,
 	OP_PUBLISH,
 	OP_ACQUIRE,
@@ -60,6 +62,7 @@ struct op {
 	size_t len;
 	int qos, retain;
 	uint64_t deadline; /* CLOCK_MONOTONIC ns */
+	uint64_t submitted;
 	/* I/O thread only */
 	struct op *queue_next;
 	bool queued, in_pending, acked;
@@ -89,7 +92,7 @@ struct pconn {
 	bool leased, retained_ok;
 	uint32_t epoch;      /* the current lease's subscription identifier (never 0) */
 	uint64_t idle_since; /* when it was last released: the most recent goes first */
-	uint64_t ready_at, retire_at, last_used;
+	uint64_t ready_at, retire_at, last_used, connect_start;
 	struct lmsg *qhead, **qtail;
 	struct op *receiver;
 	char **filters;
@@ -115,7 +118,10 @@ struct mqp_pool {
 	/* shared, under lock */
 	pthread_mutex_t lock;
 	struct op *incoming, **incoming_tail;
-	bool stopping;
+	bool stopping, draining;
+	atomic_uint outstanding; /* calls accepted and not yet completed */
+	pthread_mutex_t hist_lock;
+	struct mqc_hist h_request, h_acquire, h_connect;
 	char last_error[256];
 	struct pool_stats stats; /* atomics */
 	/* I/O thread only */

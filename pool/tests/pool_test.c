@@ -70,15 +70,24 @@ static void request_round_trip(void **state)
 	assert_int_equal(mqp_pool_request(p, "rt/d1/cmd", "", 0, 1, 5000, &reply), MQP_OK);
 	assert_int_equal(reply.len, 0);
 	mqp_reply_free(&reply);
+	assert_int_equal(mqp_pool_request(p, "rt/d1/cmd", "q2", 2, 2, 5000, &reply), MQP_OK);
+	assert_string_equal(reply.payload, "q2");
+	mqp_reply_free(&reply);
 	assert_int_equal(mqp_pool_publish(p, "rt/other", "x", 1, 1, 0, 5000), MQP_OK);
+	struct mqp_latency req, acq, conn;
+	mqp_pool_latency(p, &req, &acq, &conn);
+	assert_int_equal(req.count, 3);
+	assert_true(req.p50_ns > 0 && req.p50_ns <= req.max_ns);
+	assert_int_equal(acq.count, 0);
+	assert_true(conn.count >= 1 && conn.p50_ns > 0);
 	struct mqp_pool_stats st;
 	mqp_pool_stats(p, &st);
-	assert_int_equal(st.requests, 2);
-	assert_int_equal(st.replies, 2);
+	assert_int_equal(st.requests, 3);
+	assert_int_equal(st.replies, 3);
 	assert_int_equal(st.publishes, 1);
 	assert_true(st.size >= 1 && st.size <= 10);
 	mqp_pool_destroy(p);
-	assert_int_equal(tb_test_responder_stop(&r).replies, 2);
+	assert_int_equal(tb_test_responder_stop(&r).replies, 3);
 }
 
 static void bad_arguments_are_refused(void **state)
@@ -100,7 +109,7 @@ static void bad_arguments_are_refused(void **state)
 	struct mqp_reply reply;
 	assert_int_equal(mqp_pool_request(p, "a/+/b", "x", 1, 0, 100, &reply), MQP_EINVAL);
 	assert_int_equal(mqp_pool_request(p, "", "x", 1, 0, 100, &reply), MQP_EINVAL);
-	assert_int_equal(mqp_pool_request(p, "a", "x", 1, 2, 100, &reply), MQP_EINVAL);
+	assert_int_equal(mqp_pool_request(p, "a", "x", 1, 3, 100, &reply), MQP_EINVAL);
 	assert_int_equal(mqp_pool_request(p, "a", NULL, 1, 0, 100, &reply), MQP_EINVAL);
 	assert_int_equal(mqp_pool_publish(p, "a/#", "x", 1, 0, 0, 100), MQP_EINVAL);
 	mqp_pool_destroy(p);
@@ -797,6 +806,35 @@ static void legacy_fixed_reply_topic_is_safe(void **state)
 	tb_test_responder_stop(&r);
 }
 
+static void drain_waits_for_calls_and_leases_then_refuses_new_work(void **state)
+{
+	(void)state;
+	struct tb_responder r
+	    = tb_test_responder(RESPONDER_PATH, "--filter", "mute/cmd", "--drop", "1", NULL);
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	enum { N = 6 };
+	static struct async_call calls[N];
+	for (int i = 0; i < N; i++) {
+		memset(&calls[i], 0, sizeof calls[i]);
+		assert_int_equal(
+		    mqp_pool_request_async(p, "mute/cmd", "x", 1, 0, 300, on_async_reply, &calls[i]),
+		    MQP_OK);
+	}
+	mqp_lease lease;
+	assert_int_equal(mqp_pool_acquire(p, 3000, &lease), MQP_OK);
+	assert_int_equal(mqp_pool_drain(p, 600), MQP_ETIMEDOUT); /* the lease is still out */
+	for (int i = 0; i < N; i++)
+		assert_int_equal(atomic_load(&calls[i].calls), 1); /* the calls did finish */
+	struct mqp_reply reply;
+	assert_int_equal(mqp_pool_request(p, "mute/cmd", "x", 1, 0, 100, &reply), MQP_ECLOSED);
+	mqp_lease other;
+	assert_int_equal(mqp_pool_acquire(p, 100, &other), MQP_ECLOSED);
+	assert_int_equal(mqp_lease_release(&lease), MQP_OK); /* lease calls still work */
+	assert_int_equal(mqp_pool_drain(p, 1000), MQP_OK);
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -820,6 +858,7 @@ int main(void)
 		cmocka_unit_test(async_requests_complete_exactly_once),
 		cmocka_unit_test(async_timeouts_and_destroy_complete_every_call),
 		cmocka_unit_test(legacy_fixed_reply_topic_is_safe),
+		cmocka_unit_test(drain_waits_for_calls_and_leases_then_refuses_new_work),
 	};
 	return TB_TEST_RUN(tests, NULL);
 }
