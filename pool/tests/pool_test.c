@@ -835,6 +835,52 @@ static void drain_waits_for_calls_and_leases_then_refuses_new_work(void **state)
 	tb_test_responder_stop(&r);
 }
 
+struct done_call {
+	atomic_int calls, result;
+};
+
+static void on_published(void *userdata, int result)
+{
+	struct done_call *d = userdata;
+	atomic_store(&d->result, result);
+	atomic_fetch_add(&d->calls, 1);
+}
+
+static void async_publish_and_discard(void **state)
+{
+	(void)state;
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	struct tb_client *out = outside_client();
+	assert_int_equal(tb_client_subscribe(out, "pubasync/#", 1, 0, NULL), 1);
+	static struct done_call d;
+	atomic_store(&d.calls, 0);
+	assert_int_equal(
+	    mqp_pool_publish_async(p, "pubasync/x", "hi", 2, 1, 0, 3000, on_published, &d), MQP_OK);
+	struct tb_message *m = tb_client_receive(out, 3000);
+	assert_non_null(m);
+	assert_string_equal(m->payload, "hi");
+	tb_message_free(m);
+	uint64_t deadline = mqc_now_ns() + 3 * MQC_NS_PER_S;
+	while (atomic_load(&d.calls) == 0 && mqc_now_ns() < deadline)
+		nanosleep(&(struct timespec) { .tv_nsec = 5000000 }, NULL);
+	assert_int_equal(atomic_load(&d.calls), 1);
+	assert_int_equal(atomic_load(&d.result), MQP_OK);
+	/* Discard: the connection is closed, the handle is spent, the pool replaces it. */
+	mqp_lease lease;
+	assert_int_equal(mqp_pool_acquire(p, 3000, &lease), MQP_OK);
+	assert_int_equal(mqp_lease_discard(&lease), MQP_OK);
+	assert_int_equal(mqp_lease_discard(&lease), MQP_ERELEASED);
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st);
+	assert_int_equal(st.leased, 0);
+	assert_int_equal(st.double_releases, 1);
+	assert_int_equal(st.connections_lost, 0); /* our own close is not a loss */
+	assert_int_equal(mqp_pool_acquire(p, 3000, &lease), MQP_OK);
+	assert_int_equal(mqp_lease_release(&lease), MQP_OK);
+	tb_client_destroy(out);
+	mqp_pool_destroy(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -859,6 +905,7 @@ int main(void)
 		cmocka_unit_test(async_timeouts_and_destroy_complete_every_call),
 		cmocka_unit_test(legacy_fixed_reply_topic_is_safe),
 		cmocka_unit_test(drain_waits_for_calls_and_leases_then_refuses_new_work),
+		cmocka_unit_test(async_publish_and_discard),
 	};
 	return TB_TEST_RUN(tests, NULL);
 }
