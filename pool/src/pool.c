@@ -981,24 +981,37 @@ void *mqp__io_thread(void *arg)
 
 /* --- public API ----------------------------------------------------------------------------- */
 
-static int submit_and_wait_full(struct mqp_pool *p, struct op *op, struct mqp_reply *reply,
-    struct mqp_message *msg, unsigned *slot, uint32_t *generation)
+/*
+ * Hand op to the I/O thread and wake it. Refused with MQP_ECLOSED while the pool closes, and for
+ * new work (requests, publishes, acquires) while it drains; a refused op is freed.
+ */
+static int submit(struct mqp_pool *p, struct op *op)
 {
 	pthread_mutex_lock(&p->lock);
-	if (p->stopping || (p->draining && op->kind <= OP_ACQUIRE)) {
-		pthread_mutex_unlock(&p->lock);
-		op_unref(op);
+	bool refused = p->stopping || (p->draining && op->kind <= OP_ACQUIRE);
+	if (!refused) {
+		atomic_fetch_add(&p->outstanding, 1);
+		*p->incoming_tail = op;
+		p->incoming_tail = &op->queue_next;
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (refused) {
+		atomic_store(&op->refs, 1);
 		op_unref(op);
 		return MQP_ECLOSED;
 	}
-	atomic_fetch_add(&p->outstanding, 1);
-	*p->incoming_tail = op;
-	p->incoming_tail = &op->queue_next;
-	pthread_mutex_unlock(&p->lock);
 	uint64_t one = 1;
 	ssize_t w = write(p->evfd, &one, sizeof one);
 	(void)w;
+	return MQP_OK;
+}
 
+static int submit_and_wait_full(struct mqp_pool *p, struct op *op, struct mqp_reply *reply,
+    struct mqp_message *msg, unsigned *slot, uint32_t *generation)
+{
+	int rc = submit(p, op);
+	if (rc != MQP_OK)
+		return rc;
 	struct timespec until = mqc_ns_to_ts(op->deadline + GRACE_MS * MQC_NS_PER_MS);
 	pthread_mutex_lock(&op->m);
 	while (!op->done)
@@ -1038,24 +1051,11 @@ static int submit_and_wait_lease(
 	return submit_and_wait_full(p, op, NULL, NULL, slot, generation);
 }
 
-/* Hand an async op to the I/O thread; it holds the only reference. */
+/* An async op: the I/O thread holds the only reference. */
 static int submit_async(struct mqp_pool *p, struct op *op)
 {
 	atomic_store(&op->refs, 1);
-	pthread_mutex_lock(&p->lock);
-	if (p->stopping || p->draining) {
-		pthread_mutex_unlock(&p->lock);
-		op_unref(op);
-		return MQP_ECLOSED;
-	}
-	atomic_fetch_add(&p->outstanding, 1);
-	*p->incoming_tail = op;
-	p->incoming_tail = &op->queue_next;
-	pthread_mutex_unlock(&p->lock);
-	uint64_t one = 1;
-	ssize_t w = write(p->evfd, &one, sizeof one);
-	(void)w;
-	return MQP_OK;
+	return submit(p, op);
 }
 
 static int check_call(struct mqp_pool *p, const char *topic, int qos)
