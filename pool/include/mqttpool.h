@@ -67,6 +67,11 @@ struct mqp_pool_options {
 	unsigned request_timeout_ms;  /* default for mqp_pool_request; 0: 10000 */
 	unsigned max_inflight;        /* requests per connection before another opens; 0: 64 */
 	unsigned keepalive_s;         /* 0: 30 (minimum 5) */
+	int protocol;                 /* 5 (when 0) or 4 for an MQTT 3.1.1 broker: then
+	                                 mqp_pool_request needs v5 (MQP_EINVAL; use
+	                                 mqp_pool_request_legacy), and a lease that subscribed is
+	                                 discarded at release (3.1.1 has no subscription identifiers
+	                                 to tell a previous borrower's messages apart) */
 	const char *client_id_prefix; /* 0: "mqp" (at most 8 characters); client ids are
 	                                 PREFIX-<pid>-<random per pool>-<n> */
 	const char *inbox_prefix;     /* 0: "mqp/inbox": replies come to PREFIX/<client id>/<seq> */

@@ -125,7 +125,12 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	p->opt.idle_timeout_ms = o->idle_timeout_ms ? o->idle_timeout_ms : 30000;
 	p->opt.max_lifetime_ms = o->max_lifetime_ms ? o->max_lifetime_ms : 1800000;
 	p->opt.eviction_interval_ms = o->eviction_interval_ms ? o->eviction_interval_ms : 10000;
+	p->opt.protocol = o->protocol ? o->protocol : 5;
 	p->opt.keepalive_s = o->keepalive_s ? (o->keepalive_s < 5 ? 5 : o->keepalive_s) : 30;
+	if (p->opt.protocol != 4 && p->opt.protocol != 5) {
+		free_fields(p);
+		return fail(err, errlen, MQP_EINVAL, "protocol must be 5 or 4 (MQTT 3.1.1)");
+	}
 	if (p->opt.min_size > p->opt.max_size) {
 		free_fields(p);
 		return fail(err, errlen, MQP_EINVAL, "min_size is larger than max_size");

@@ -294,6 +294,23 @@ static void conn_close(struct mqp_pool *p, struct pconn *c)
 	*c = (struct pconn) { .fd = -1 };
 }
 
+/* The connection can carry work: inbox subscribed (v5) or CONNACK received (3.1.1). */
+static void conn_ready(struct pconn *c)
+{
+	c->ready = true;
+	uint64_t now = mqc_now_ns(), lifetime = (uint64_t)c->pool->opt.max_lifetime_ms * MQC_NS_PER_MS;
+	unsigned jitter = 0;
+	RAND_bytes((unsigned char *)&jitter, sizeof jitter);
+	c->ready_at = c->last_used = c->idle_since = now;
+	pthread_mutex_lock(&c->pool->hist_lock);
+	mqc_hist_record(&c->pool->h_connect, now - c->connect_start);
+	pthread_mutex_unlock(&c->pool->hist_lock);
+	c->retire_at = now + lifetime - (uint64_t)((double)lifetime * 0.025 * (jitter / 4294967296.0));
+	atomic_fetch_add(&c->pool->stats.connects_ok, 1);
+	c->pool->backoff_ms = 0;
+	c->pool->connect_failed = false;
+}
+
 static void on_connect(
     struct mosquitto *m, void *obj, int rc, int flags, const mosquitto_property *props)
 {
@@ -305,6 +322,10 @@ static void on_connect(
 		set_error(p, "the broker refused CONNECT: %s", mosquitto_reason_string(rc));
 		c->dead = true;
 		c->failed_connect = true;
+		return;
+	}
+	if (p->opt.protocol != 5) { /* 3.1.1: no inbox (requests need v5); ready for leases */
+		conn_ready(c);
 		return;
 	}
 	char filter[MQP_TOPIC_MAX];
@@ -343,18 +364,7 @@ static void on_subscribe(struct mosquitto *m, void *obj, int mid, int count, con
 		c->failed_connect = true;
 		return;
 	}
-	c->ready = true;
-	uint64_t now = mqc_now_ns(), lifetime = (uint64_t)c->pool->opt.max_lifetime_ms * MQC_NS_PER_MS;
-	unsigned jitter = 0;
-	RAND_bytes((unsigned char *)&jitter, sizeof jitter);
-	c->ready_at = c->last_used = c->idle_since = now;
-	pthread_mutex_lock(&c->pool->hist_lock);
-	mqc_hist_record(&c->pool->h_connect, now - c->connect_start);
-	pthread_mutex_unlock(&c->pool->hist_lock);
-	c->retire_at = now + lifetime - (uint64_t)((double)lifetime * 0.025 * (jitter / 4294967296.0));
-	atomic_fetch_add(&c->pool->stats.connects_ok, 1);
-	c->pool->backoff_ms = 0;
-	c->pool->connect_failed = false;
+	conn_ready(c);
 }
 
 static void on_publish(
@@ -382,9 +392,12 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 	struct pconn *c = obj;
 	struct mqp_pool *p = c->pool;
 	uint32_t sub_id = 0;
-	if (mosquitto_property_read_varint(props, MQTT_PROP_SUBSCRIPTION_IDENTIFIER, &sub_id, false)) {
+	bool v311 = p->opt.protocol != 5; /* no identifiers: every message belongs to the lease */
+	if (v311
+	    || mosquitto_property_read_varint(
+	        props, MQTT_PROP_SUBSCRIPTION_IDENTIFIER, &sub_id, false)) {
 		/* A lease's subscription: only the current lease's identifier counts. */
-		if (!c->leased || sub_id != c->epoch || (msg->retain && !c->retained_ok)) {
+		if (!c->leased || (!v311 && sub_id != c->epoch) || (msg->retain && !c->retained_ok)) {
 			atomic_fetch_add(&p->stats.stale_dropped, 1);
 			return;
 		}
@@ -475,7 +488,8 @@ static void conn_open(struct mqp_pool *p, struct pconn *c)
 		backoff(p);
 		return;
 	}
-	mosquitto_int_option(c->m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
+	mosquitto_int_option(c->m, MOSQ_OPT_PROTOCOL_VERSION,
+	    p->opt.protocol == 5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311);
 	mosquitto_int_option(c->m, MOSQ_OPT_TCP_NODELAY, 1);
 	mosquitto_connect_v5_callback_set(c->m, on_connect);
 	mosquitto_subscribe_v5_callback_set(c->m, on_subscribe);
@@ -708,6 +722,8 @@ static void lease_op(struct mqp_pool *p, struct op *op)
 	bool alive = c->open && c->leased && !c->dead;
 	if (op->kind == OP_RELEASE || op->kind == OP_DISCARD) {
 		if (alive) {
+			/* 3.1.1: nothing can tell this borrower's late messages from the next one's. */
+			bool discard = op->kind == OP_DISCARD || (p->opt.protocol != 5 && c->nfilters > 0);
 			if (c->receiver)
 				finish(p, c->receiver, MQP_ERELEASED);
 			for (size_t i = 0; i < c->nfilters; i++) /* no wait: the identifier retires */
@@ -716,7 +732,7 @@ static void lease_op(struct mqp_pool *p, struct op *op)
 			c->epoch = c->epoch >= 0x0fffffff ? 1 : c->epoch + 1;
 			c->leased = false;
 			c->idle_since = c->last_used = mqc_now_ns();
-			if (op->kind == OP_DISCARD)
+			if (discard)
 				c->dead = true;
 		}
 		p->lease_held[slot] = false;
@@ -769,7 +785,8 @@ static void lease_op(struct mqp_pool *p, struct op *op)
 		c->filters[c->nfilters++] = copy;
 		c->retained_ok |= (op->sub_options & MQP_SUB_RETAINED) != 0;
 		mosquitto_property *props = NULL;
-		mosquitto_property_add_varint(&props, MQTT_PROP_SUBSCRIPTION_IDENTIFIER, c->epoch);
+		if (p->opt.protocol == 5)
+			mosquitto_property_add_varint(&props, MQTT_PROP_SUBSCRIPTION_IDENTIFIER, c->epoch);
 		rc = mosquitto_subscribe_v5(c->m, &op->mid, op->topic, op->qos, 0, props);
 		mosquitto_property_free_all(&props);
 	} else {
@@ -1075,8 +1092,8 @@ int mqp_pool_request(mqp_pool *p, const char *topic, const void *payload, size_t
 	int rc = check_call(p, topic, qos);
 	if (rc != MQP_OK)
 		return rc;
-	if (!reply || (len && !payload))
-		return MQP_EINVAL;
+	if (!reply || (len && !payload) || p->opt.protocol != 5)
+		return MQP_EINVAL; /* requests need MQTT 5 (Response Topic, Correlation Data) */
 	if (len > 256 * 1024 * 1024)
 		return MQP_ETOOBIG;
 	*reply = (struct mqp_reply) { 0 };
@@ -1231,6 +1248,8 @@ int mqp_pool_request_async(mqp_pool *p, const char *topic, const void *payload, 
 	int rc = check_async(p, topic, qos, payload, len, cb != NULL);
 	if (rc != MQP_OK)
 		return rc;
+	if (p->opt.protocol != 5)
+		return MQP_EINVAL; /* requests need MQTT 5 */
 	uint64_t deadline = mqc_now_ns()
 	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
 	struct op *op = op_new(OP_REQUEST, topic, payload, len, qos, 0, deadline);

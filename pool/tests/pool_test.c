@@ -881,6 +881,53 @@ static void async_publish_and_discard(void **state)
 	mqp_pool_destroy(p);
 }
 
+static void mqtt311_leases_work_and_are_discarded_after_subscribing(void **state)
+{
+	(void)state;
+	struct tb_responder r
+	    = tb_test_responder(RESPONDER_PATH, "--filter", "v3/+/cmd", "--protocol", "3.1.1", NULL);
+	struct mqp_pool_options o = { .protocol = 4, .max_size = 1, .min_size = 1 };
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
+	struct mqp_reply reply;
+	assert_int_equal(mqp_pool_request(p, "v3/d/cmd", "x", 1, 0, 1000, &reply), MQP_EINVAL);
+	assert_int_equal(mqp_pool_request_legacy(
+	                     p, "v3/d/cmd", "hello", 5, 1, "v3/d/cmd/reply", NULL, NULL, 3000, &reply),
+	    MQP_OK);
+	assert_string_equal(reply.payload, "hello");
+	mqp_reply_free(&reply);
+	/* A backlog left behind: the 3.1.1 lease is discarded, the next one starts clean. */
+	struct tb_client *out = outside_client();
+	mqp_lease a, b;
+	assert_int_equal(mqp_pool_acquire(p, 3000, &a), MQP_OK);
+	assert_int_equal(mqp_lease_subscribe(&a, "v3backlog/#", 1, 0, 3000), MQP_OK);
+	for (int i = 0; i < 50; i++)
+		assert_int_equal(tb_client_publish(out, "v3backlog/old", "old", 3, 1, false, NULL), 0);
+	struct mqp_message m;
+	assert_int_equal(mqp_lease_receive(&a, 3000, &m), MQP_OK);
+	mqp_message_free(&m);
+	struct mqp_pool_stats before;
+	mqp_pool_stats(p, &before);
+	assert_int_equal(mqp_lease_release(&a), MQP_OK);
+	assert_int_equal(mqp_pool_acquire(p, 3000, &b), MQP_OK);
+	struct mqp_pool_stats after;
+	mqp_pool_stats(p, &after);
+	assert_int_equal(after.connects_ok, before.connects_ok + 1); /* a fresh connection */
+	assert_int_equal(mqp_lease_subscribe(&b, "v3backlog/#", 1, 0, 3000), MQP_OK);
+	assert_int_equal(tb_client_publish(out, "v3backlog/new", "new", 3, 1, false, NULL), 0);
+	assert_int_equal(mqp_lease_receive(&b, 3000, &m), MQP_OK);
+	assert_string_equal(m.payload, "new");
+	mqp_message_free(&m);
+	assert_int_equal(mqp_lease_receive(&b, 300, &m), MQP_ETIMEDOUT);
+	assert_int_equal(mqp_lease_release(&b), MQP_OK);
+	struct mqp_pool_options bad = { .protocol = 3 };
+	mqp_pool *q = NULL;
+	char err[128];
+	assert_int_equal(mqp_pool_new(tb_test_info()->mqtt_url, &bad, &q, err, sizeof err), MQP_EINVAL);
+	tb_client_destroy(out);
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -906,6 +953,7 @@ int main(void)
 		cmocka_unit_test(legacy_fixed_reply_topic_is_safe),
 		cmocka_unit_test(drain_waits_for_calls_and_leases_then_refuses_new_work),
 		cmocka_unit_test(async_publish_and_discard),
+		cmocka_unit_test(mqtt311_leases_work_and_are_discarded_after_subscribing),
 	};
 	return TB_TEST_RUN(tests, NULL);
 }
