@@ -298,7 +298,7 @@ struct mqp_pool_stats {
 	unsigned ready; /* connected and subscribed to their inbox */
 	unsigned connecting;
 	unsigned inflight; /* requests and publishes on a connection, awaiting completion */
-	unsigned queued;   /* waiting for a connection */
+	unsigned queued;   /* requests, publishes and acquires waiting for a connection */
 	unsigned leased;   /* connections borrowed by mqp_pool_acquire */
 	/* counters */
 	uint64_t requests, replies, timeouts, late_replies, strays, duplicates;

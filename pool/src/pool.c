@@ -639,6 +639,18 @@ static void start_op(struct mqp_pool *p, struct pconn *c, struct op *op)
 		                                                                        : MQP_ECONNLOST);
 }
 
+/* Take the oldest op of a FIFO (requests or acquirers). */
+static struct op *fifo_pop(struct op **head, struct op ***tail)
+{
+	struct op *op = *head;
+	*head = op->queue_next;
+	if (!*head)
+		*tail = head;
+	op->queue_next = NULL;
+	op->queued = false;
+	return op;
+}
+
 /* Hand queued ops to connections in strict FIFO order; open connections as needed. */
 static void dispatch(struct mqp_pool *p)
 {
@@ -646,11 +658,7 @@ static void dispatch(struct mqp_pool *p)
 		struct pconn *c = pick(p);
 		if (!c)
 			break;
-		struct op *op = p->queue;
-		p->queue = op->queue_next;
-		if (!p->queue)
-			p->queue_tail = &p->queue;
-		op->queued = false;
+		struct op *op = fifo_pop(&p->queue, &p->queue_tail);
 		start_op(p, c, op);
 		conn_settle(p, c);
 	}
@@ -665,11 +673,7 @@ static void dispatch(struct mqp_pool *p)
 		}
 		if (!best)
 			break;
-		struct op *op = p->acquirers;
-		p->acquirers = op->queue_next;
-		if (!p->acquirers)
-			p->acquirers_tail = &p->acquirers;
-		op->queued = false;
+		struct op *op = fifo_pop(&p->acquirers, &p->acquirers_tail);
 		unsigned slot = (unsigned)(best - p->conns);
 		best->leased = true;
 		p->lease_held[slot] = true;
@@ -689,20 +693,10 @@ static void dispatch(struct mqp_pool *p)
 		open_one(p);
 	/* Nothing can connect: waiting callers learn why now rather than at their deadline. */
 	if (p->connect_failed && waiting && open == 0 && ready == 0) {
-		while (p->queue) {
-			struct op *op = p->queue;
-			p->queue = op->queue_next;
-			op->queued = false;
-			finish(p, op, MQP_ECONNECT);
-		}
-		p->queue_tail = &p->queue;
-		while (p->acquirers) {
-			struct op *op = p->acquirers;
-			p->acquirers = op->queue_next;
-			op->queued = false;
-			finish(p, op, MQP_ECONNECT);
-		}
-		p->acquirers_tail = &p->acquirers;
+		while (p->queue)
+			finish(p, fifo_pop(&p->queue, &p->queue_tail), MQP_ECONNECT);
+		while (p->acquirers)
+			finish(p, fifo_pop(&p->acquirers, &p->acquirers_tail), MQP_ECONNECT);
 	}
 }
 
@@ -876,6 +870,8 @@ static void publish_gauges(struct mqp_pool *p)
 	unsigned open = count_open(p, &ready, &connecting, &inflight);
 	for (struct op *op = p->queue; op; op = op->queue_next)
 		queued++;
+	for (struct op *op = p->acquirers; op; op = op->queue_next)
+		queued++; /* waiting for a connection to borrow */
 	atomic_store(&p->stats.size, open);
 	atomic_store(&p->stats.ready, ready);
 	atomic_store(&p->stats.connecting, connecting);
