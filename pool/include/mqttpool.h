@@ -46,6 +46,7 @@ enum mqp_err {
 	MQP_EDEADLK = 10,   /* a blocking call from the pool's own thread */
 	MQP_ERELEASED = 11, /* the lease was released (double release, use after release) */
 	MQP_EBUSY = 12,     /* another receive is already waiting on this lease */
+	MQP_ECANCELED = 13, /* an async call cancelled by mqp_pool_cancel */
 };
 
 #define MQP_LOG_WARNING 1
@@ -211,7 +212,11 @@ MQP_API int mqp_lease_receive(mqp_lease *lease, unsigned timeout_ms, struct mqp_
  */
 MQP_API int mqp_lease_release(mqp_lease *lease);
 
-/** Give the connection back to be closed (it misbehaved). @return MQP_OK or MQP_ERELEASED. */
+/**
+ * Give the connection back to be closed (it misbehaved). @return MQP_OK or MQP_ERELEASED.
+ * From the pool's own thread (an async callback) release and discard do not wait: they return
+ * MQP_OK at once and a double release is only counted.
+ */
 MQP_API int mqp_lease_discard(mqp_lease *lease);
 
 /**
@@ -247,10 +252,16 @@ MQP_API int mqp_pool_request_legacy(mqp_pool *pool, const char *topic, const voi
 /* --- the async API: for event-loop servers ------------------------------------------------ */
 
 /**
+ * Identifies an accepted async call for mqp_pool_cancel(). Unique within a pool; never 0.
+ */
+typedef uint64_t mqp_ticket;
+
+/**
  * Completion of mqp_pool_request_async: result is an mqp_err; reply is valid only during the
  * call (copy what you keep) and only when result is MQP_OK.
  * Threads: runs on the pool's I/O thread with no pool lock held. It must not block; a blocking
- * pool call from it returns MQP_EDEADLK.
+ * pool call from it returns MQP_EDEADLK (mqp_pool_cancel, the async calls and
+ * mqp_lease_release/discard work from it).
  */
 typedef void (*mqp_request_cb)(void *userdata, int result, const struct mqp_reply *reply);
 
@@ -258,18 +269,51 @@ typedef void (*mqp_request_cb)(void *userdata, int result, const struct mqp_repl
 typedef void (*mqp_done_cb)(void *userdata, int result);
 
 /**
+ * Completion of mqp_pool_acquire_async (same rules): when result is MQP_OK the callback owns
+ * lease and must release or discard it (from any thread, this callback included).
+ */
+typedef void (*mqp_acquire_cb)(void *userdata, int result, mqp_lease lease);
+
+/**
  * mqp_pool_request without waiting. If it returns MQP_OK the callback runs exactly once — with
- * the reply, MQP_ETIMEDOUT, MQP_ECONNECT, MQP_ECONNLOST, MQP_EDENIED, MQP_ENOMEM, or MQP_ECLOSED
- * when the pool is destroyed first (mqp_pool_destroy returns after every callback has run). If
- * it returns an error the callback never runs.
+ * the reply, MQP_ETIMEDOUT, MQP_ECONNECT, MQP_ECONNLOST, MQP_EDENIED, MQP_ENOMEM, MQP_ECANCELED,
+ * or MQP_ECLOSED when the pool is destroyed first (mqp_pool_destroy returns after every callback
+ * has run). If it returns an error the callback never runs.
+ * @param ticket NULL, or where to store the call's ticket for mqp_pool_cancel (stored before the
+ *        callback can run).
  * @return MQP_OK, MQP_EINVAL, MQP_ETOOBIG, MQP_ENOMEM, MQP_ECLOSED.
  */
 MQP_API int mqp_pool_request_async(mqp_pool *pool, const char *topic, const void *payload,
-    size_t len, int qos, unsigned timeout_ms, mqp_request_cb cb, void *userdata);
+    size_t len, int qos, unsigned timeout_ms, mqp_request_cb cb, void *userdata,
+    mqp_ticket *ticket);
 
 /** mqp_pool_publish without waiting; the same contract as mqp_pool_request_async. */
 MQP_API int mqp_pool_publish_async(mqp_pool *pool, const char *topic, const void *payload,
-    size_t len, int qos, int retain, unsigned timeout_ms, mqp_done_cb cb, void *userdata);
+    size_t len, int qos, int retain, unsigned timeout_ms, mqp_done_cb cb, void *userdata,
+    mqp_ticket *ticket);
+
+/**
+ * mqp_pool_acquire without waiting: the callback runs exactly once, with a lease (MQP_OK) or
+ * MQP_ETIMEDOUT, MQP_ECONNECT, MQP_ECANCELED, MQP_ECLOSED, MQP_ENOMEM. Waiting async and blocking
+ * acquirers share one FIFO. The macro records the caller's file and line for leak reports.
+ * @return MQP_OK (the callback will run), MQP_EINVAL, MQP_ENOMEM, MQP_ECLOSED.
+ */
+MQP_API int mqp_pool_acquire_async_at(mqp_pool *pool, unsigned timeout_ms, mqp_acquire_cb cb,
+    void *userdata, mqp_ticket *ticket, const char *file, int line);
+#define mqp_pool_acquire_async(pool, timeout_ms, cb, userdata, ticket) \
+	mqp_pool_acquire_async_at(pool, timeout_ms, cb, userdata, ticket, __FILE__, __LINE__)
+
+/**
+ * Cancel an async call that has not completed: its callback then runs with MQP_ECANCELED (soon,
+ * on the pool's thread; still exactly once). A call that completed first is unaffected, so the
+ * callback, not this return value, says what happened. A cancelled request that was already
+ * published may still be answered: the reply is dropped and counted as late, and the device may
+ * have acted on the command. A granted lease is never taken back: release it.
+ * Threads: any, the pool's callbacks included; never blocks.
+ * @return MQP_OK (the cancel is on its way, or the call is gone), MQP_EINVAL (ticket 0),
+ *         MQP_ENOMEM, MQP_ECLOSED (the pool is closing: every call completes with MQP_ECLOSED).
+ */
+MQP_API int mqp_pool_cancel(mqp_pool *pool, mqp_ticket ticket);
 
 /**
  * Stop taking new requests, publishes and acquires (they return MQP_ECLOSED) and wait until every
@@ -304,6 +348,9 @@ struct mqp_pool_stats {
 	uint64_t requests, replies, timeouts, late_replies, strays, duplicates;
 	uint64_t publishes;
 	uint64_t acquires, acquire_timeouts, releases, double_releases, stale_dropped;
+	uint64_t waits;   /* acquires, requests and publishes that found no connection free and
+	                     queued (counted when they leave the queue) */
+	uint64_t cancels; /* async calls completed with MQP_ECANCELED */
 	uint64_t closes_idle, closes_lifetime, leaks;
 	uint64_t connects_ok, connects_failed, connections_lost;
 };

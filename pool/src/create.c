@@ -46,7 +46,7 @@ static void free_fields(struct mqp_pool *p)
 	free(p->lease_gen);
 	free(p->lease_held);
 	free(p->lease_info);
-	free(p->heap);
+	free(p->heap.v);
 	SSL_CTX_free(p->ssl_ctx);
 	if (p->ep >= 0)
 		close(p->ep);
@@ -189,8 +189,8 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	pthread_once(&lib_once, lib_init);
 	RAND_bytes((unsigned char *)&p->id_salt, sizeof p->id_salt);
 	p->incoming_tail = &p->incoming;
-	p->queue_tail = &p->queue;
-	p->acquirers_tail = &p->acquirers;
+	p->queue.tail = &p->queue.head;
+	p->acquirers.tail = &p->acquirers.head;
 	p->ep = epoll_create1(EPOLL_CLOEXEC);
 	p->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };

@@ -7,7 +7,6 @@
  * sent, retained messages are excluded, and a timed-out lease is discarded.
  */
 #define _GNU_SOURCE
-#include <mosquitto.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,17 +93,15 @@ int mqp_pool_request_legacy(mqp_pool *p, const char *topic, const void *payload,
     int qos, const char *reply_topic, mqp_match_cb match, void *match_userdata, unsigned timeout_ms,
     struct mqp_reply *reply)
 {
-	if (!p || !topic || !reply_topic || !reply || !*reply_topic || strpbrk(reply_topic, "+#")
-	    || !*topic || strpbrk(topic, "+#") || qos < 0 || qos > 2 || (len && !payload))
+	if (!p || !reply || qos < 0 || qos > 2 || (len && !payload))
 		return MQP_EINVAL;
 	*reply = (struct mqp_reply) { 0 };
-	bool matches = false;
-	/* Our own command would come back as its "reply". */
-	if (mosquitto_topic_matches_sub(reply_topic, topic, &matches) != MOSQ_ERR_SUCCESS || matches)
-		return MQP_EINVAL;
+	int rc = mqp__legacy_check(topic, reply_topic);
+	if (rc != MQP_OK)
+		return rc;
 	uint64_t deadline = mqc_now_ns()
 	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
-	int rc = claim(reply_topic, deadline);
+	rc = claim(reply_topic, deadline);
 	if (rc != MQP_OK)
 		return rc;
 	mqp_lease lease;

@@ -27,7 +27,7 @@
 
 #include "mqc_clock.h"
 
-enum { GRACE_MS = 2000, MISC_INTERVAL_MS = 1000, BACKOFF_MIN_MS = 100, BACKOFF_MAX_MS = 5000 };
+enum { GRACE_MS = 2000, MISC_INTERVAL_MS = 1000 };
 
 /* --- ops --------------------------------------------------------------------------------- */
 
@@ -89,75 +89,12 @@ static void op_complete(struct op *op, int result)
 	pthread_mutex_unlock(&op->m);
 }
 
-/* --- deadline heap (I/O thread) -------------------------------------------------------- */
-
-static void heap_swap(struct mqp_pool *p, size_t a, size_t b)
-{
-	struct op *t = p->heap[a];
-	p->heap[a] = p->heap[b];
-	p->heap[b] = t;
-	p->heap[a]->heap_index = a;
-	p->heap[b]->heap_index = b;
-}
-
-static void heap_up(struct mqp_pool *p, size_t i)
-{
-	while (i > 0 && p->heap[i]->deadline < p->heap[(i - 1) / 2]->deadline) {
-		heap_swap(p, i, (i - 1) / 2);
-		i = (i - 1) / 2;
-	}
-}
-
-static void heap_down(struct mqp_pool *p, size_t i)
-{
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i;
-		if (l < p->heap_len && p->heap[l]->deadline < p->heap[m]->deadline)
-			m = l;
-		if (r < p->heap_len && p->heap[r]->deadline < p->heap[m]->deadline)
-			m = r;
-		if (m == i)
-			return;
-		heap_swap(p, i, m);
-		i = m;
-	}
-}
-
-static int heap_push(struct mqp_pool *p, struct op *op)
-{
-	if (p->heap_len == p->heap_cap) {
-		size_t cap = p->heap_cap ? p->heap_cap * 2 : 64;
-		struct op **grown = realloc(p->heap, cap * sizeof *grown);
-		if (!grown)
-			return -1;
-		p->heap = grown;
-		p->heap_cap = cap;
-	}
-	op->heap_index = p->heap_len;
-	p->heap[p->heap_len++] = op;
-	heap_up(p, op->heap_index);
-	return 0;
-}
-
-static void heap_remove(struct mqp_pool *p, struct op *op)
-{
-	size_t i = op->heap_index;
-	if (i == SIZE_MAX)
-		return;
-	op->heap_index = SIZE_MAX;
-	p->heap_len--;
-	if (i != p->heap_len) {
-		p->heap[i] = p->heap[p->heap_len];
-		p->heap[i]->heap_index = i;
-		heap_up(p, i);
-		heap_down(p, p->heap[i]->heap_index);
-	}
-}
-
 /* Finish an op the I/O thread holds: out of every structure, completed, reference dropped. */
 static void finish(struct mqp_pool *p, struct op *op, int result)
 {
-	heap_remove(p, op);
+	mqp__heap_remove(&p->heap, op);
+	if (op->ticket)
+		HASH_DELETE(hh_ticket, p->tickets, op);
 	if (op->in_pending) {
 		HASH_DEL(p->pending, op);
 		op->in_pending = false;
@@ -181,6 +118,8 @@ static void finish(struct mqp_pool *p, struct op *op, int result)
 		atomic_fetch_add(&p->stats.timeouts, 1);
 	if (result == MQP_ETIMEDOUT && op->kind == OP_ACQUIRE)
 		atomic_fetch_add(&p->stats.acquire_timeouts, 1);
+	if (result == MQP_ECANCELED)
+		atomic_fetch_add(&p->stats.cancels, 1);
 	if (result == MQP_OK && (op->kind == OP_REQUEST || op->kind == OP_ACQUIRE)) {
 		pthread_mutex_lock(&p->hist_lock);
 		mqc_hist_record(
@@ -192,6 +131,11 @@ static void finish(struct mqp_pool *p, struct op *op, int result)
 		op->request_cb(op->userdata, result, result == MQP_OK ? &op->reply : NULL);
 	else if (op->done_cb)
 		op->done_cb(op->userdata, result);
+	else if (op->acquire_cb)
+		op->acquire_cb(op->userdata, result,
+		    result == MQP_OK
+		        ? (mqp_lease) { .pool = p, .slot = op->slot, .generation = op->generation }
+		        : (mqp_lease) { 0 });
 	else
 		op_complete(op, result);
 	op_unref(op);
@@ -260,20 +204,17 @@ static void log_message(struct mqp_pool *p, int level, const char *fmt, ...)
 static void backoff(struct mqp_pool *p)
 {
 	atomic_fetch_add(&p->stats.connects_failed, 1);
-	p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : BACKOFF_MIN_MS;
-	if (p->backoff_ms > BACKOFF_MAX_MS)
-		p->backoff_ms = BACKOFF_MAX_MS;
-	unsigned jitter = 0;
-	RAND_bytes((unsigned char *)&jitter, sizeof jitter);
-	uint64_t wait = p->backoff_ms / 2 + jitter % (p->backoff_ms / 2 + 1); /* [b/2, b] */
-	p->backoff_until = mqc_now_ns() + wait * MQC_NS_PER_MS;
+	p->backoff_ms = mqp__backoff_next(p->backoff_ms);
+	uint32_t random = 0;
+	RAND_bytes((unsigned char *)&random, sizeof random);
+	unsigned wait = mqp__backoff_wait_ms(p->backoff_ms, random);
+	p->backoff_until = mqc_now_ns() + (uint64_t)wait * MQC_NS_PER_MS;
 	p->connect_failed = true;
 	char why[256];
 	pthread_mutex_lock(&p->lock);
 	snprintf(why, sizeof why, "%s", p->last_error);
 	pthread_mutex_unlock(&p->lock);
-	log_message(
-	    p, MQP_LOG_WARNING, "mqttpool: %s; next attempt in %llu ms", why, (unsigned long long)wait);
+	log_message(p, MQP_LOG_WARNING, "mqttpool: %s; next attempt in %u ms", why, wait);
 }
 
 static void conn_fail_ops(struct mqp_pool *p, struct pconn *c, int result)
@@ -299,13 +240,13 @@ static void conn_ready(struct pconn *c)
 {
 	c->ready = true;
 	uint64_t now = mqc_now_ns(), lifetime = (uint64_t)c->pool->opt.max_lifetime_ms * MQC_NS_PER_MS;
-	unsigned jitter = 0;
-	RAND_bytes((unsigned char *)&jitter, sizeof jitter);
+	uint32_t random = 0;
+	RAND_bytes((unsigned char *)&random, sizeof random);
 	c->ready_at = c->last_used = c->idle_since = now;
 	pthread_mutex_lock(&c->pool->hist_lock);
 	mqc_hist_record(&c->pool->h_connect, now - c->connect_start);
 	pthread_mutex_unlock(&c->pool->hist_lock);
-	c->retire_at = now + lifetime - (uint64_t)((double)lifetime * 0.025 * (jitter / 4294967296.0));
+	c->retire_at = mqp__retire_at(now, lifetime, random);
 	atomic_fetch_add(&c->pool->stats.connects_ok, 1);
 	c->pool->backoff_ms = 0;
 	c->pool->connect_failed = false;
@@ -447,8 +388,7 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 		} else {
 			finish(p, op, MQP_ENOMEM);
 		}
-	} else if (corr && corr_len == MQP_CORR_LEN && memcmp(corr, c->nonce, 8) == 0
-	    && mqp__corr_seq(corr) < c->next_seq) {
+	} else if (mqp__classify_unmatched(c->nonce, c->next_seq, corr, corr_len) == MQP_LATE) {
 		atomic_fetch_add(&p->stats.late_replies, 1); /* ours, but no longer awaited */
 	} else {
 		atomic_fetch_add(&p->stats.strays, 1); /* no request of this connection had it */
@@ -579,18 +519,6 @@ static void open_one(struct mqp_pool *p)
 		}
 }
 
-static struct pconn *pick(struct mqp_pool *p)
-{
-	struct pconn *best = NULL;
-	for (unsigned i = 0; i < p->opt.max_size; i++) {
-		struct pconn *c = &p->conns[i];
-		if (c->open && c->ready && !c->dead && !c->leased && c->inflight < p->opt.max_inflight
-		    && (!best || c->inflight < best->inflight))
-			best = c;
-	}
-	return best;
-}
-
 static void start_op(struct mqp_pool *p, struct pconn *c, struct op *op)
 {
 	mosquitto_property *props = NULL;
@@ -639,42 +567,37 @@ static void start_op(struct mqp_pool *p, struct pconn *c, struct op *op)
 		                                                                        : MQP_ECONNLOST);
 }
 
-/* Take the oldest op of a FIFO (requests or acquirers). */
-static struct op *fifo_pop(struct op **head, struct op ***tail)
+/* An op leaves a wait queue: it waited unless the first dispatch pass after its arrival served
+ * it. */
+static void left_queue(struct mqp_pool *p, struct op *op, bool served)
 {
-	struct op *op = *head;
-	*head = op->queue_next;
-	if (!*head)
-		*tail = head;
-	op->queue_next = NULL;
-	op->queued = false;
-	return op;
+	if (!served || op->first_dispatch != p->dispatches)
+		atomic_fetch_add(&p->stats.waits, 1);
 }
 
 /* Hand queued ops to connections in strict FIFO order; open connections as needed. */
 static void dispatch(struct mqp_pool *p)
 {
-	while (p->queue) {
-		struct pconn *c = pick(p);
-		if (!c)
+	p->dispatches++;
+	while (p->queue.head) {
+		int i = mqp__pick_for_request(p->conns, p->opt.max_size, p->opt.max_inflight);
+		if (i < 0)
 			break;
-		struct op *op = fifo_pop(&p->queue, &p->queue_tail);
+		struct pconn *c = &p->conns[i];
+		struct op *op = mqp__fifo_pop(&p->queue);
+		left_queue(p, op, true);
 		start_op(p, c, op);
 		conn_settle(p, c);
 	}
 	/* Leases: strict FIFO among waiters; the most recently released idle connection first. */
-	while (p->acquirers) {
-		struct pconn *best = NULL;
-		for (unsigned i = 0; i < p->opt.max_size; i++) {
-			struct pconn *c = &p->conns[i];
-			if (c->open && c->ready && !c->dead && !c->leased && !p->lease_held[i]
-			    && c->inflight == 0 && (!best || c->idle_since > best->idle_since))
-				best = c;
-		}
-		if (!best)
+	while (p->acquirers.head) {
+		int i = mqp__pick_for_lease(p->conns, p->lease_held, p->opt.max_size);
+		if (i < 0)
 			break;
-		struct op *op = fifo_pop(&p->acquirers, &p->acquirers_tail);
-		unsigned slot = (unsigned)(best - p->conns);
+		struct pconn *best = &p->conns[i];
+		struct op *op = mqp__fifo_pop(&p->acquirers);
+		left_queue(p, op, true);
+		unsigned slot = (unsigned)i;
 		best->leased = true;
 		p->lease_held[slot] = true;
 		atomic_fetch_add(&p->stats.leased, 1); /* exact before the caller wakes */
@@ -687,16 +610,16 @@ static void dispatch(struct mqp_pool *p)
 	}
 	unsigned ready, connecting, inflight;
 	unsigned open = count_open(p, &ready, &connecting, &inflight);
-	bool waiting = p->queue || p->acquirers;
-	bool need = open < p->opt.min_size || (waiting && connecting == 0 && open < p->opt.max_size);
-	if (need)
+	bool waiting = p->queue.head || p->acquirers.head;
+	if (mqp__should_open(open, connecting, waiting, p->opt.min_size, p->opt.max_size))
 		open_one(p);
 	/* Nothing can connect: waiting callers learn why now rather than at their deadline. */
 	if (p->connect_failed && waiting && open == 0 && ready == 0) {
-		while (p->queue)
-			finish(p, fifo_pop(&p->queue, &p->queue_tail), MQP_ECONNECT);
-		while (p->acquirers)
-			finish(p, fifo_pop(&p->acquirers, &p->acquirers_tail), MQP_ECONNECT);
+		struct op *op;
+		while ((op = mqp__fifo_pop(&p->queue)) || (op = mqp__fifo_pop(&p->acquirers))) {
+			left_queue(p, op, false);
+			finish(p, op, MQP_ECONNECT);
+		}
 	}
 }
 
@@ -704,9 +627,7 @@ static void dispatch(struct mqp_pool *p)
 static void lease_op(struct mqp_pool *p, struct op *op)
 {
 	unsigned slot = op->slot;
-	bool valid
-	    = slot < p->opt.max_size && p->lease_held[slot] && p->lease_gen[slot] == op->generation;
-	if (!valid) {
+	if (!mqp__lease_valid(slot, op->generation, p->opt.max_size, p->lease_held, p->lease_gen)) {
 		if (op->kind == OP_RELEASE || op->kind == OP_DISCARD)
 			atomic_fetch_add(&p->stats.double_releases, 1);
 		finish(p, op, MQP_ERELEASED);
@@ -723,7 +644,7 @@ static void lease_op(struct mqp_pool *p, struct op *op)
 			for (size_t i = 0; i < c->nfilters; i++) /* no wait: the identifier retires */
 				mosquitto_unsubscribe(c->m, NULL, c->filters[i]);
 			lease_clear(p, c);
-			c->epoch = c->epoch >= 0x0fffffff ? 1 : c->epoch + 1;
+			c->epoch = mqp__next_epoch(c->epoch);
 			c->leased = false;
 			c->idle_since = c->last_used = mqc_now_ns();
 			if (discard)
@@ -796,6 +717,21 @@ static void lease_op(struct mqp_pool *p, struct op *op)
 	conn_settle(p, c);
 }
 
+/* Complete the async call op->ticket names with MQP_ECANCELED, wherever it is. */
+static void cancel(struct mqp_pool *p, struct op *op)
+{
+	struct op *target = NULL;
+	HASH_FIND(hh_ticket, p->tickets, &op->ticket_target, sizeof op->ticket_target, target);
+	if (target) {
+		if (target->queued) {
+			mqp__fifo_remove(target->kind == OP_ACQUIRE ? &p->acquirers : &p->queue, target);
+			left_queue(p, target, false);
+		}
+		finish(p, target, MQP_ECANCELED); /* out of pending, the connection, the heap */
+	}
+	finish(p, op, MQP_OK);
+}
+
 static void take_incoming(struct mqp_pool *p)
 {
 	uint64_t v;
@@ -810,21 +746,23 @@ static void take_incoming(struct mqp_pool *p)
 		struct op *op = list;
 		list = op->queue_next;
 		op->queue_next = NULL;
-		if (heap_push(p, op) != 0) {
+		if (mqp__heap_push(&p->heap, op) != 0) {
 			finish(p, op, MQP_ENOMEM);
 			continue;
 		}
+		if (op->ticket)
+			HASH_ADD(hh_ticket, p->tickets, ticket, sizeof op->ticket, op);
+		op->first_dispatch = p->dispatches + 1;
 		switch (op->kind) {
 			case OP_REQUEST:
 			case OP_PUBLISH:
-				op->queued = true;
-				*p->queue_tail = op;
-				p->queue_tail = &op->queue_next;
+				mqp__fifo_push(&p->queue, op);
 				break;
 			case OP_ACQUIRE:
-				op->queued = true;
-				*p->acquirers_tail = op;
-				p->acquirers_tail = &op->queue_next;
+				mqp__fifo_push(&p->acquirers, op);
+				break;
+			case OP_CANCEL:
+				cancel(p, op);
 				break;
 			default:
 				lease_op(p, op);
@@ -835,19 +773,11 @@ static void take_incoming(struct mqp_pool *p)
 
 static void expire(struct mqp_pool *p, uint64_t now)
 {
-	while (p->heap_len && p->heap[0]->deadline <= now) {
-		struct op *op = p->heap[0];
+	while (p->heap.len && p->heap.v[0]->deadline <= now) {
+		struct op *op = p->heap.v[0];
 		if (op->queued) { /* never got a connection */
-			bool acq = op->kind == OP_ACQUIRE;
-			struct op **head = acq ? &p->acquirers : &p->queue;
-			for (struct op **pp = head; *pp; pp = &(*pp)->queue_next)
-				if (*pp == op) {
-					*pp = op->queue_next;
-					if (!*pp)
-						*(acq ? &p->acquirers_tail : &p->queue_tail) = pp;
-					break;
-				}
-			op->queued = false;
+			mqp__fifo_remove(op->kind == OP_ACQUIRE ? &p->acquirers : &p->queue, op);
+			left_queue(p, op, false);
 			finish(p, op, p->connect_failed ? MQP_ECONNECT : MQP_ETIMEDOUT);
 		} else {
 			finish(p, op, MQP_ETIMEDOUT);
@@ -868,9 +798,9 @@ static void publish_gauges(struct mqp_pool *p)
 {
 	unsigned ready, connecting, inflight, queued = 0;
 	unsigned open = count_open(p, &ready, &connecting, &inflight);
-	for (struct op *op = p->queue; op; op = op->queue_next)
+	for (struct op *op = p->queue.head; op; op = op->queue_next)
 		queued++;
-	for (struct op *op = p->acquirers; op; op = op->queue_next)
+	for (struct op *op = p->acquirers.head; op; op = op->queue_next)
 		queued++; /* waiting for a connection to borrow */
 	atomic_store(&p->stats.size, open);
 	atomic_store(&p->stats.ready, ready);
@@ -886,15 +816,11 @@ static void housekeeping(struct mqp_pool *p, uint64_t now)
 	uint64_t idle = (uint64_t)p->opt.idle_timeout_ms * MQC_NS_PER_MS;
 	for (unsigned i = 0; i < p->opt.max_size; i++) {
 		struct pconn *c = &p->conns[i];
-		if (!c->open || !c->ready || c->dead || c->leased || c->inflight)
+		enum mqp_evict why = mqp__eviction(c, now, open, p->opt.min_size, idle);
+		if (why == MQP_KEEP)
 			continue;
-		if (now >= c->retire_at) {
-			atomic_fetch_add(&p->stats.closes_lifetime, 1);
-		} else if (open > p->opt.min_size && now - c->last_used > idle) {
-			atomic_fetch_add(&p->stats.closes_idle, 1);
-		} else {
-			continue;
-		}
+		atomic_fetch_add(
+		    why == MQP_EVICT_IDLE ? &p->stats.closes_idle : &p->stats.closes_lifetime, 1);
 		mosquitto_disconnect(c->m);
 		mosquitto_loop_write(c->m, 1);
 		conn_close(p, c);
@@ -929,8 +855,8 @@ void *mqp__io_thread(void *arg)
 		dispatch(p);
 		publish_gauges(p);
 		uint64_t now = mqc_now_ns(), wake = next_misc;
-		if (p->heap_len && p->heap[0]->deadline < wake)
-			wake = p->heap[0]->deadline;
+		if (p->heap.len && p->heap.v[0]->deadline < wake)
+			wake = p->heap.v[0]->deadline;
 		for (unsigned i = 0; i < p->opt.max_size; i++)
 			if (p->conns[i].open && !p->conns[i].ready && p->conns[i].connect_deadline < wake)
 				wake = p->conns[i].connect_deadline;
@@ -975,13 +901,12 @@ void *mqp__io_thread(void *arg)
 	}
 	/* Closing: every op completes with MQP_ECLOSED, every connection goes. */
 	take_incoming(p);
-	while (p->heap_len) {
-		struct op *op = p->heap[0];
-		op->queued = false;
+	while (p->heap.len) {
+		struct op *op = p->heap.v[0];
+		if (op->queued)
+			mqp__fifo_remove(op->kind == OP_ACQUIRE ? &p->acquirers : &p->queue, op);
 		finish(p, op, MQP_ECLOSED);
 	}
-	p->queue = NULL;
-	p->acquirers = NULL;
 	for (unsigned i = 0; i < p->opt.max_size; i++)
 		if (p->conns[i].open) {
 			mosquitto_disconnect(p->conns[i].m);
@@ -996,13 +921,16 @@ void *mqp__io_thread(void *arg)
 
 /*
  * Hand op to the I/O thread and wake it. Refused with MQP_ECLOSED while the pool closes, and for
- * new work (requests, publishes, acquires) while it drains; a refused op is freed.
+ * new work (requests, publishes, acquires) while it drains; a refused op is freed. An async call
+ * gets its ticket (ticket not NULL) under the lock that publishes it.
  */
-static int submit(struct mqp_pool *p, struct op *op)
+static int submit(struct mqp_pool *p, struct op *op, mqp_ticket *ticket)
 {
 	pthread_mutex_lock(&p->lock);
 	bool refused = p->stopping || (p->draining && op->kind <= OP_ACQUIRE);
 	if (!refused) {
+		if (ticket) /* before the I/O thread can see it, so before any callback */
+			*ticket = op->ticket = ++p->next_ticket;
 		atomic_fetch_add(&p->outstanding, 1);
 		*p->incoming_tail = op;
 		p->incoming_tail = &op->queue_next;
@@ -1022,7 +950,7 @@ static int submit(struct mqp_pool *p, struct op *op)
 static int submit_and_wait_full(struct mqp_pool *p, struct op *op, struct mqp_reply *reply,
     struct mqp_message *msg, unsigned *slot, uint32_t *generation)
 {
-	int rc = submit(p, op);
+	int rc = submit(p, op, NULL);
 	if (rc != MQP_OK)
 		return rc;
 	struct timespec until = mqc_ns_to_ts(op->deadline + GRACE_MS * MQC_NS_PER_MS);
@@ -1064,11 +992,13 @@ static int submit_and_wait_lease(
 	return submit_and_wait_full(p, op, NULL, NULL, slot, generation);
 }
 
-/* An async op: the I/O thread holds the only reference. */
-static int submit_async(struct mqp_pool *p, struct op *op)
+/* An async op: the I/O thread holds the only reference. A ticket is always issued (cancel needs
+ * the op in the ticket table); the caller may not want to see it. */
+static int submit_async(struct mqp_pool *p, struct op *op, mqp_ticket *ticket)
 {
+	mqp_ticket unused;
 	atomic_store(&op->refs, 1);
-	return submit(p, op);
+	return submit(p, op, ticket ? ticket : &unused);
 }
 
 static int check_call(struct mqp_pool *p, const char *topic, int qos)
@@ -1194,14 +1124,31 @@ int mqp_lease_receive(mqp_lease *lease, unsigned timeout_ms, struct mqp_message 
 	return lease_call(lease, OP_LEASE_RECEIVE, NULL, NULL, 0, 0, 0, 0, timeout_ms, msg);
 }
 
+/* Release or discard; from the pool's own thread (an async callback) without waiting. */
+static int lease_return(mqp_lease *lease, enum op_kind kind)
+{
+	if (!lease || !lease->pool)
+		return MQP_EINVAL;
+	mqp_pool *p = lease->pool;
+	if (!pthread_equal(pthread_self(), p->thread))
+		return lease_call(lease, kind, NULL, NULL, 0, 0, 0, 0, 0, NULL);
+	struct op *op = op_new(kind, "", NULL, 0, 0, 0, UINT64_MAX);
+	if (!op)
+		return MQP_ENOMEM;
+	op->slot = lease->slot;
+	op->generation = lease->generation;
+	atomic_store(&op->refs, 1);
+	return submit(p, op, NULL);
+}
+
 int mqp_lease_release(mqp_lease *lease)
 {
-	return lease_call(lease, OP_RELEASE, NULL, NULL, 0, 0, 0, 0, 0, NULL);
+	return lease_return(lease, OP_RELEASE);
 }
 
 int mqp_lease_discard(mqp_lease *lease)
 {
-	return lease_call(lease, OP_DISCARD, NULL, NULL, 0, 0, 0, 0, 0, NULL);
+	return lease_return(lease, OP_DISCARD);
 }
 
 int mqp_pool_receive(
@@ -1239,7 +1186,7 @@ static int check_async(
 }
 
 int mqp_pool_request_async(mqp_pool *p, const char *topic, const void *payload, size_t len, int qos,
-    unsigned timeout_ms, mqp_request_cb cb, void *userdata)
+    unsigned timeout_ms, mqp_request_cb cb, void *userdata, mqp_ticket *ticket)
 {
 	int rc = check_async(p, topic, qos, payload, len, cb != NULL);
 	if (rc != MQP_OK)
@@ -1253,11 +1200,11 @@ int mqp_pool_request_async(mqp_pool *p, const char *topic, const void *payload, 
 		return MQP_ENOMEM;
 	op->request_cb = cb;
 	op->userdata = userdata;
-	return submit_async(p, op);
+	return submit_async(p, op, ticket);
 }
 
 int mqp_pool_publish_async(mqp_pool *p, const char *topic, const void *payload, size_t len, int qos,
-    int retain, unsigned timeout_ms, mqp_done_cb cb, void *userdata)
+    int retain, unsigned timeout_ms, mqp_done_cb cb, void *userdata, mqp_ticket *ticket)
 {
 	int rc = check_async(p, topic, qos, payload, len, cb != NULL);
 	if (rc != MQP_OK)
@@ -1269,7 +1216,36 @@ int mqp_pool_publish_async(mqp_pool *p, const char *topic, const void *payload, 
 		return MQP_ENOMEM;
 	op->done_cb = cb;
 	op->userdata = userdata;
-	return submit_async(p, op);
+	return submit_async(p, op, ticket);
+}
+
+int mqp_pool_acquire_async_at(mqp_pool *p, unsigned timeout_ms, mqp_acquire_cb cb, void *userdata,
+    mqp_ticket *ticket, const char *file, int line)
+{
+	if (!p || !cb)
+		return MQP_EINVAL;
+	uint64_t deadline = mqc_now_ns()
+	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
+	struct op *op = op_new(OP_ACQUIRE, "", NULL, 0, 0, 0, deadline);
+	if (!op)
+		return MQP_ENOMEM;
+	op->file = file;
+	op->line = line;
+	op->acquire_cb = cb;
+	op->userdata = userdata;
+	return submit_async(p, op, ticket);
+}
+
+int mqp_pool_cancel(mqp_pool *p, mqp_ticket ticket)
+{
+	if (!p || ticket == 0)
+		return MQP_EINVAL;
+	struct op *op = op_new(OP_CANCEL, "", NULL, 0, 0, 0, UINT64_MAX);
+	if (!op)
+		return MQP_ENOMEM;
+	op->ticket_target = ticket;
+	atomic_store(&op->refs, 1);
+	return submit(p, op, NULL);
 }
 
 int mqp_pool_drain(mqp_pool *p, unsigned timeout_ms)
@@ -1337,6 +1313,8 @@ void mqp_pool_stats(mqp_pool *p, struct mqp_pool_stats *out)
 		.releases = atomic_load(&p->stats.releases),
 		.double_releases = atomic_load(&p->stats.double_releases),
 		.stale_dropped = atomic_load(&p->stats.stale_dropped),
+		.waits = atomic_load(&p->stats.waits),
+		.cancels = atomic_load(&p->stats.cancels),
 		.closes_idle = atomic_load(&p->stats.closes_idle),
 		.closes_lifetime = atomic_load(&p->stats.closes_lifetime),
 		.leaks = atomic_load(&p->stats.leaks),
@@ -1378,6 +1356,7 @@ const char *mqp_strerror(int err)
 		[MQP_EDEADLK] = "blocking call from the pool's own thread",
 		[MQP_ERELEASED] = "lease already released",
 		[MQP_EBUSY] = "another receive is waiting on this lease",
+		[MQP_ECANCELED] = "cancelled",
 	};
 	if (err < 0 || (size_t)err >= sizeof names / sizeof names[0] || !names[err])
 		return "unknown error";

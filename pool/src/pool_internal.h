@@ -31,6 +31,7 @@ enum op_kind {
 	OP_LEASE_RECEIVE,
 	OP_RELEASE,
 	OP_DISCARD,
+	OP_CANCEL, /* of an async call, by ticket */
 };
 
 /* A message queued for a lease. */
@@ -55,7 +56,10 @@ struct op {
 	const char *file;          /* OP_ACQUIRE: the caller */
 	mqp_request_cb request_cb; /* async: called instead of waking a caller */
 	mqp_done_cb done_cb;
+	mqp_acquire_cb acquire_cb;
 	void *userdata;
+	mqp_ticket ticket;        /* async calls: nonzero, for mqp_pool_cancel */
+	mqp_ticket ticket_target; /* OP_CANCEL: the call to cancel */
 	int line;
 	char *topic;
 	void *payload;
@@ -72,7 +76,20 @@ struct op {
 	int mid;
 	unsigned char corr[MQP_CORR_LEN];
 	struct pconn *receiving_on; /* OP_LEASE_RECEIVE parked on this connection */
-	UT_hash_handle hh;
+	uint64_t first_dispatch;    /* the dispatch pass that first saw it queued */
+	UT_hash_handle hh;          /* p->pending, by correlation */
+	UT_hash_handle hh_ticket;   /* p->tickets, by ticket */
+};
+
+/* Every op the I/O thread holds, by deadline (a binary min-heap). */
+struct op_heap {
+	struct op **v;
+	size_t len, cap;
+};
+
+/* A FIFO of waiting ops, linked through queue_next. */
+struct op_fifo {
+	struct op *head, **tail;
 };
 
 /* One pooled connection (I/O thread only). */
@@ -102,6 +119,7 @@ struct pconn {
 struct pool_stats {
 	atomic_uint size, ready, connecting, inflight, queued, leased;
 	atomic_uint_fast64_t acquires, acquire_timeouts, releases, double_releases, stale_dropped;
+	atomic_uint_fast64_t waits, cancels;
 	atomic_uint_fast64_t closes_idle, closes_lifetime, leaks;
 	atomic_uint_fast64_t requests, replies, timeouts, late_replies, strays, publishes;
 	atomic_uint_fast64_t connects_ok, connects_failed, connections_lost;
@@ -120,17 +138,19 @@ struct mqp_pool {
 	struct op *incoming, **incoming_tail;
 	bool stopping, draining;
 	atomic_uint outstanding; /* calls accepted and not yet completed */
+	mqp_ticket next_ticket;  /* under lock */
 	pthread_mutex_t hist_lock;
 	struct mqc_hist h_request, h_acquire, h_connect;
 	char last_error[256];
 	struct pool_stats stats; /* atomics */
 	/* I/O thread only */
-	struct pconn *conns; /* max_size slots */
-	struct op *queue, **queue_tail;
-	struct op *acquirers, **acquirers_tail; /* waiting for a lease, FIFO */
-	uint32_t *lease_gen; /* per slot: the generation of its current or next lease */
-	bool *lease_held;    /* per slot: a lease handle is out */
-	struct lease_info {  /* per slot, for leak reports */
+	struct pconn *conns;      /* max_size slots */
+	struct op_fifo queue;     /* requests and publishes waiting for a connection */
+	struct op_fifo acquirers; /* waiting for a lease */
+	uint64_t dispatches;      /* dispatch passes so far */
+	uint32_t *lease_gen;      /* per slot: the generation of its current or next lease */
+	bool *lease_held;         /* per slot: a lease handle is out */
+	struct lease_info {       /* per slot, for leak reports */
 		uint64_t since;
 		const char *file;
 		int line;
@@ -138,8 +158,8 @@ struct mqp_pool {
 	} * lease_info;
 	uint64_t next_housekeeping;
 	struct op *pending; /* requests by correlation */
-	struct op **heap;   /* every op the I/O thread holds, by deadline */
-	size_t heap_len, heap_cap;
+	struct op *tickets; /* async calls by ticket */
+	struct op_heap heap;
 	unsigned long conn_counter;
 	unsigned id_salt; /* random per pool: part of every client id */
 	unsigned backoff_ms;
@@ -163,6 +183,35 @@ static inline uint64_t mqp__corr_seq(const unsigned char corr[MQP_CORR_LEN])
 		seq |= (uint64_t)corr[8 + i] << (8 * i);
 	return seq;
 }
+
+/* --- logic.c: the pool's decisions, without threads, sockets or a clock ----------------- */
+
+enum { MQP_BACKOFF_MIN_MS = 100, MQP_BACKOFF_MAX_MS = 5000 };
+enum mqp_evict { MQP_KEEP, MQP_EVICT_LIFETIME, MQP_EVICT_IDLE };
+enum mqp_unmatched { MQP_STRAY, MQP_LATE };
+
+int mqp__heap_push(struct op_heap *h, struct op *op); /* -1: out of memory */
+void mqp__heap_remove(struct op_heap *h, struct op *op);
+void mqp__fifo_push(struct op_fifo *q, struct op *op);
+struct op *mqp__fifo_pop(struct op_fifo *q); /* NULL when empty */
+bool mqp__fifo_remove(struct op_fifo *q, struct op *op);
+/* The least loaded usable connection with room, or -1. */
+int mqp__pick_for_request(const struct pconn *conns, unsigned n, unsigned max_inflight);
+/* The most recently released idle connection, or -1. */
+int mqp__pick_for_lease(const struct pconn *conns, const bool *lease_held, unsigned n);
+bool mqp__should_open(
+    unsigned open, unsigned connecting, bool waiting, unsigned min_size, unsigned max_size);
+enum mqp_evict mqp__eviction(
+    const struct pconn *c, uint64_t now, unsigned open, unsigned min_size, uint64_t idle_ns);
+unsigned mqp__backoff_next(unsigned backoff_ms);
+unsigned mqp__backoff_wait_ms(unsigned backoff_ms, uint32_t random);
+uint64_t mqp__retire_at(uint64_t ready_at, uint64_t lifetime_ns, uint32_t random);
+enum mqp_unmatched mqp__classify_unmatched(
+    const unsigned char nonce[8], uint64_t next_seq, const void *corr, size_t corr_len);
+bool mqp__lease_valid(unsigned slot, uint32_t generation, unsigned n, const bool *lease_held,
+    const uint32_t *lease_gen);
+uint32_t mqp__next_epoch(uint32_t epoch);
+int mqp__legacy_check(const char *topic, const char *reply_topic);
 
 /* The I/O thread (pool.c). */
 void *mqp__io_thread(void *pool);

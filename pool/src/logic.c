@@ -1,0 +1,223 @@
+/*
+ * logic.c - the pool's decisions as pure functions: no threads, no sockets, no clock, no
+ * randomness of their own (callers pass the time and the random bits). The I/O thread calls
+ * them; tests/pool_logic_test.c checks them one by one.
+ */
+#include <mosquitto.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool_internal.h"
+
+/* --- the deadline heap ------------------------------------------------------------------- */
+
+static void heap_swap(struct op_heap *h, size_t a, size_t b)
+{
+	struct op *t = h->v[a];
+	h->v[a] = h->v[b];
+	h->v[b] = t;
+	h->v[a]->heap_index = a;
+	h->v[b]->heap_index = b;
+}
+
+static void heap_up(struct op_heap *h, size_t i)
+{
+	while (i > 0 && h->v[i]->deadline < h->v[(i - 1) / 2]->deadline) {
+		heap_swap(h, i, (i - 1) / 2);
+		i = (i - 1) / 2;
+	}
+}
+
+static void heap_down(struct op_heap *h, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		if (l < h->len && h->v[l]->deadline < h->v[m]->deadline)
+			m = l;
+		if (r < h->len && h->v[r]->deadline < h->v[m]->deadline)
+			m = r;
+		if (m == i)
+			return;
+		heap_swap(h, i, m);
+		i = m;
+	}
+}
+
+int mqp__heap_push(struct op_heap *h, struct op *op)
+{
+	if (h->len == h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 64;
+		struct op **grown = realloc(h->v, cap * sizeof *grown);
+		if (!grown)
+			return -1;
+		h->v = grown;
+		h->cap = cap;
+	}
+	op->heap_index = h->len;
+	h->v[h->len++] = op;
+	heap_up(h, op->heap_index);
+	return 0;
+}
+
+void mqp__heap_remove(struct op_heap *h, struct op *op)
+{
+	size_t i = op->heap_index;
+	if (i == SIZE_MAX)
+		return;
+	op->heap_index = SIZE_MAX;
+	h->len--;
+	if (i != h->len) {
+		h->v[i] = h->v[h->len];
+		h->v[i]->heap_index = i;
+		heap_up(h, i);
+		heap_down(h, h->v[i]->heap_index);
+	}
+}
+
+/* --- FIFO wait queues -------------------------------------------------------------------- */
+
+void mqp__fifo_push(struct op_fifo *q, struct op *op)
+{
+	op->queue_next = NULL;
+	op->queued = true;
+	*q->tail = op;
+	q->tail = &op->queue_next;
+}
+
+struct op *mqp__fifo_pop(struct op_fifo *q)
+{
+	struct op *op = q->head;
+	if (!op)
+		return NULL;
+	q->head = op->queue_next;
+	if (!q->head)
+		q->tail = &q->head;
+	op->queue_next = NULL;
+	op->queued = false;
+	return op;
+}
+
+bool mqp__fifo_remove(struct op_fifo *q, struct op *op)
+{
+	for (struct op **pp = &q->head; *pp; pp = &(*pp)->queue_next) {
+		if (*pp != op)
+			continue;
+		*pp = op->queue_next;
+		if (!*pp)
+			q->tail = pp;
+		op->queue_next = NULL;
+		op->queued = false;
+		return true;
+	}
+	return false;
+}
+
+/* --- connection choice ------------------------------------------------------------------- */
+
+static bool usable(const struct pconn *c)
+{
+	return c->open && c->ready && !c->dead && !c->leased;
+}
+
+int mqp__pick_for_request(const struct pconn *conns, unsigned n, unsigned max_inflight)
+{
+	int best = -1;
+	for (unsigned i = 0; i < n; i++) {
+		const struct pconn *c = &conns[i];
+		if (usable(c) && c->inflight < max_inflight
+		    && (best < 0 || c->inflight < conns[best].inflight))
+			best = (int)i;
+	}
+	return best;
+}
+
+int mqp__pick_for_lease(const struct pconn *conns, const bool *lease_held, unsigned n)
+{
+	int best = -1;
+	for (unsigned i = 0; i < n; i++) {
+		const struct pconn *c = &conns[i];
+		if (usable(c) && !lease_held[i] && c->inflight == 0
+		    && (best < 0 || c->idle_since > conns[best].idle_since))
+			best = (int)i; /* most recently released: warm caches, the rest can idle out */
+	}
+	return best;
+}
+
+bool mqp__should_open(
+    unsigned open, unsigned connecting, bool waiting, unsigned min_size, unsigned max_size)
+{
+	/* One connect at a time for waiters: a burst of callers does not open max_size at once
+	 * against a broker that may be down. */
+	return open < min_size || (waiting && connecting == 0 && open < max_size);
+}
+
+enum mqp_evict mqp__eviction(
+    const struct pconn *c, uint64_t now, unsigned open, unsigned min_size, uint64_t idle_ns)
+{
+	if (!c->open || !c->ready || c->dead || c->leased || c->inflight)
+		return MQP_KEEP; /* never while borrowed or carrying requests */
+	if (now >= c->retire_at)
+		return MQP_EVICT_LIFETIME;
+	if (open > min_size && now - c->last_used > idle_ns)
+		return MQP_EVICT_IDLE;
+	return MQP_KEEP;
+}
+
+/* --- timing ------------------------------------------------------------------------------ */
+
+unsigned mqp__backoff_next(unsigned backoff_ms)
+{
+	if (backoff_ms == 0)
+		return MQP_BACKOFF_MIN_MS;
+	return backoff_ms >= MQP_BACKOFF_MAX_MS / 2 ? MQP_BACKOFF_MAX_MS : backoff_ms * 2;
+}
+
+unsigned mqp__backoff_wait_ms(unsigned backoff_ms, uint32_t random)
+{
+	/* "Equal jitter": [b/2, b], so a fleet of pools does not retry in step. */
+	return backoff_ms / 2 + random % (backoff_ms / 2 + 1);
+}
+
+uint64_t mqp__retire_at(uint64_t ready_at, uint64_t lifetime_ns, uint32_t random)
+{
+	/* Up to 2.5 % earlier, so connections opened together do not all retire together. */
+	uint64_t jitter = (uint64_t)((double)lifetime_ns * 0.025 * ((double)random / 4294967296.0));
+	return ready_at + lifetime_ns - jitter;
+}
+
+/* --- replies and leases ------------------------------------------------------------------ */
+
+enum mqp_unmatched mqp__classify_unmatched(
+    const unsigned char nonce[8], uint64_t next_seq, const void *corr, size_t corr_len)
+{
+	if (corr && corr_len == MQP_CORR_LEN && memcmp(corr, nonce, 8) == 0
+	    && mqp__corr_seq(corr) < next_seq)
+		return MQP_LATE; /* this connection sent it; nobody waits for it any more */
+	return MQP_STRAY;
+}
+
+bool mqp__lease_valid(unsigned slot, uint32_t generation, unsigned n, const bool *lease_held,
+    const uint32_t *lease_gen)
+{
+	return slot < n && lease_held[slot] && lease_gen[slot] == generation;
+}
+
+uint32_t mqp__next_epoch(uint32_t epoch)
+{
+	/* Subscription identifiers are varints of at most 268,435,455; 0 is not allowed. */
+	return epoch >= 0x0fffffff ? 1 : epoch + 1;
+}
+
+int mqp__legacy_check(const char *topic, const char *reply_topic)
+{
+	if (!topic || !*topic || !reply_topic || !*reply_topic || strpbrk(topic, "+#")
+	    || strpbrk(reply_topic, "+#"))
+		return MQP_EINVAL;
+	if (strlen(topic) >= MQP_TOPIC_MAX || strlen(reply_topic) >= MQP_TOPIC_MAX)
+		return MQP_ETOOBIG;
+	/* Our own command would come back as its "reply". */
+	bool matches = false;
+	if (mosquitto_topic_matches_sub(reply_topic, topic, &matches) != MOSQ_ERR_SUCCESS || matches)
+		return MQP_EINVAL;
+	return MQP_OK;
+}
