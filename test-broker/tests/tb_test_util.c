@@ -69,14 +69,43 @@ static bool log_contains(const char *path, const char *needle)
 	return found;
 }
 
-struct tb_responder tb_test_responder(const char *path, const char *first, ...)
+struct tb_responder tb_test_spawn(const char *ready, const char *const argv[])
 {
-	const struct tb_info *info = tb_test_info();
 	struct tb_responder r;
-	snprintf(r.log, sizeof r.log, "/tmp/responder-test-XXXXXX");
+	snprintf(r.log, sizeof r.log, "/tmp/tb-test-proc-XXXXXX");
 	int fd = mkstemp(r.log);
 	assert_true(fd >= 0);
 	close(fd);
+	int argc = 0;
+	char *copy[64] = { NULL };
+	while (argv[argc] && argc < 63) {
+		copy[argc] = strdup(argv[argc]);
+		argc++;
+	}
+	char err[256];
+	r.pid = tb__spawn(copy, r.log, NULL, err, sizeof err);
+	for (int i = 0; i < argc; i++)
+		free(copy[i]);
+	if (r.pid < 0)
+		fail_msg("spawn %s: %s", argv[0], err);
+	uint64_t deadline = mqc_now_ns() + 5 * MQC_NS_PER_S;
+	while (!log_contains(r.log, ready)) {
+		int status;
+		if (waitpid(r.pid, &status, WNOHANG) == r.pid || mqc_now_ns() > deadline) {
+			char cmd[128];
+			snprintf(cmd, sizeof cmd, "cat %s >&2", r.log);
+			if (system(cmd) != 0)
+				fprintf(stderr, "(no log)\n");
+			fail_msg("%s did not print %s", argv[0], ready);
+		}
+		nanosleep(&(struct timespec) { .tv_nsec = 5000000 }, NULL);
+	}
+	return r;
+}
+
+struct tb_responder tb_test_responder(const char *path, const char *first, ...)
+{
+	const struct tb_info *info = tb_test_info();
 	const char *args[40] = { path, "--broker", info->mqtt_url, "--username", info->username,
 		"--password", info->password };
 	int argc = 7;
@@ -85,28 +114,8 @@ struct tb_responder tb_test_responder(const char *path, const char *first, ...)
 	for (const char *a = first; a && argc < 39; a = va_arg(ap, const char *))
 		args[argc++] = a;
 	va_end(ap);
-	char *argv[40] = { NULL };
-	for (int i = 0; i < argc; i++)
-		argv[i] = strdup(args[i]);
-	char err[256];
-	r.pid = tb__spawn(argv, r.log, NULL, err, sizeof err);
-	for (int i = 0; i < argc; i++)
-		free(argv[i]);
-	if (r.pid < 0)
-		fail_msg("spawn responder: %s", err);
-	uint64_t deadline = mqc_now_ns() + 5 * MQC_NS_PER_S;
-	while (!log_contains(r.log, "RESPONDER_READY")) {
-		int status;
-		if (waitpid(r.pid, &status, WNOHANG) == r.pid || mqc_now_ns() > deadline) {
-			char cmd[128];
-			snprintf(cmd, sizeof cmd, "cat %s >&2", r.log);
-			if (system(cmd) != 0)
-				fprintf(stderr, "(no responder log)\n");
-			fail_msg("responder did not become ready");
-		}
-		nanosleep(&(struct timespec) { .tv_nsec = 5000000 }, NULL);
-	}
-	return r;
+	args[argc] = NULL;
+	return tb_test_spawn("RESPONDER_READY", args);
 }
 
 struct tb_responder_summary tb_test_responder_stop(struct tb_responder *r)

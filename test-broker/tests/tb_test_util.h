@@ -43,6 +43,12 @@ struct tb_responder_summary {
  */
 struct tb_responder tb_test_responder(const char *path, const char *first, ...);
 
+/**
+ * Start argv (NULL-terminated; argv[0] a path) with stdout and stderr in a temporary log file and
+ * wait up to 5 s until the log holds the word ready; fails the test otherwise.
+ */
+struct tb_responder tb_test_spawn(const char *ready, const char *const argv[]);
+
 /** SIGTERM it, expect exit status 0, and parse its summary line. */
 struct tb_responder_summary tb_test_responder_stop(struct tb_responder *r);
 

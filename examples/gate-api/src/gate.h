@@ -1,0 +1,103 @@
+/*
+ * gate.h - gate-api: an HTTP front for device commands ("a user clicks Open Gate; the server
+ * sends a command and waits for Success"), with a pooled and a connect-per-request route.
+ *
+ * gate_core.c holds what needs no network (routes, validation, error mapping, JSON, metrics);
+ * naive.c the connect-per-request client; main.c the HTTP server and its lifecycle.
+ */
+#ifndef GATE_H
+#define GATE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mqttpool.h"
+
+#define GATE_NAME_MAX 64 /* device ids and command names */
+
+enum gate_backend { GATE_POOL, GATE_NAIVE, GATE_BACKENDS };
+
+enum gate_route_kind { GATE_COMMAND, GATE_HEALTH, GATE_METRICS };
+
+/* A parsed request line. */
+struct gate_route {
+	enum gate_route_kind kind;
+	enum gate_backend backend;
+	char device[GATE_NAME_MAX + 1];
+	char command[GATE_NAME_MAX + 1];
+};
+
+/**
+ * Route method and path (the raw path, still percent-encoded: each segment is decoded here, so
+ * "%2F" cannot split a segment and "%00" is seen, not truncated).
+ *   POST /devices/{id}/commands/{name}        the pool
+ *   POST /naive/devices/{id}/commands/{name}  a connection per request
+ *   GET  /healthz, GET /metrics
+ * @return 0 with *out filled, or an HTTP status (400 bad id or name, 404 no such route, 405 wrong
+ *         method) with a message for the client in why (why_len bytes).
+ */
+int gate_route_parse(
+    const char *method, const char *path, struct gate_route *out, char *why, size_t why_len);
+
+/** NULL when name is a valid device id or command name, else why not (a static string). */
+const char *gate_name_problem(const char *name, size_t len);
+
+/** The HTTP status for an mqp_err from a request. */
+int gate_http_status(int mqp_err);
+
+/** A stable machine-readable code for an mqp_err ("device_timeout", "broker_unreachable", ...). */
+const char *gate_error_code(int mqp_err);
+
+/**
+ * The 200 body: {"device":..., "command":..., "route":"pool"|"naive", "latency_ms":...,
+ * "reply":...}, where reply is the device's payload embedded as JSON when it parses as JSON and
+ * as a JSON string otherwise. Returns a malloc'd string or NULL (out of memory).
+ */
+char *gate_reply_json(
+    const struct gate_route *route, const void *payload, size_t len, uint64_t latency_ns);
+
+/** An error body: {"error": code, "message": message}. malloc'd, or NULL. */
+char *gate_error_json(const char *code, const char *message);
+
+/** Nonzero when body (len bytes) is empty or one JSON value. */
+bool gate_body_ok(const char *body, size_t len);
+
+/* Responses by route and status, for /metrics. */
+enum { GATE_STATUS_SLOTS = 10 };
+struct gate_counters {
+	atomic_uint_fast64_t responses[GATE_BACKENDS][GATE_STATUS_SLOTS];
+	atomic_uint_fast64_t latency_ns_sum[GATE_BACKENDS]; /* successful commands */
+	atomic_uint pending;                                /* commands being served now */
+};
+
+void gate_count(struct gate_counters *c, enum gate_backend b, int status);
+
+/**
+ * The Prometheus text exposition of the gateway's counters and, when pool is not NULL, the pool's
+ * statistics. Returns a malloc'd string or NULL.
+ */
+char *gate_metrics_text(const struct gate_counters *c, mqp_pool *pool);
+
+/* --- naive.c ------------------------------------------------------------------------------- */
+
+/* What a connect-per-request handler needs to reach the broker. */
+struct gate_naive_config {
+	const char *host;
+	int port;
+	bool tls;
+	const char *username, *password, *cafile, *certfile, *keyfile;
+};
+
+/**
+ * One request the way a handler without a pool does it: connect, subscribe to a reply topic,
+ * publish the command (MQTT v5 Response Topic and Correlation Data), wait for the reply,
+ * disconnect. Every step shares the deadline.
+ * @return MQP_OK with *reply filled, MQP_ETIMEDOUT, MQP_ECONNECT (err says why),
+ *         MQP_ECONNLOST, MQP_EDENIED, MQP_ENOMEM.
+ */
+int gate_naive_request(const struct gate_naive_config *cfg, const char *topic, const void *payload,
+    size_t len, int qos, unsigned timeout_ms, struct mqp_reply *reply, char *err, size_t err_len);
+
+#endif

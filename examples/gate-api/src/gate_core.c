@@ -1,0 +1,358 @@
+/*
+ * gate_core.c - gate-api without the network: routes, validation, error mapping, JSON, metrics.
+ */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gate.h"
+
+/* --- routes and names -------------------------------------------------------------------- */
+
+const char *gate_name_problem(const char *name, size_t len)
+{
+	if (len == 0)
+		return "is empty";
+	if (len > GATE_NAME_MAX)
+		return "is longer than 64 characters";
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)name[i];
+		if (ch == '\0')
+			return "contains NUL";
+		if (ch == '+' || ch == '#')
+			return "contains an MQTT wildcard ('+' or '#')";
+		if (ch == '/')
+			return "contains '/'";
+		bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')
+		    || ch == '-' || ch == '_' || ch == '.' || ch == ':';
+		if (!ok)
+			return "may contain only letters, digits, '-', '_', '.' and ':'";
+	}
+	return NULL;
+}
+
+static int hex(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Percent-decode one path segment (n bytes) into out (GATE_NAME_MAX + 1 bytes, NUL-terminated).
+ * *out_len counts decoded NULs too, and is GATE_NAME_MAX + 1 for anything longer than the
+ * limit. Returns false on a malformed escape. */
+static bool decode_segment(const char *s, size_t n, char *out, size_t *out_len)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		char ch = s[i];
+		if (ch == '%') {
+			if (i + 2 >= n)
+				return false;
+			int hi = hex(s[i + 1]), lo = hex(s[i + 2]);
+			if (hi < 0 || lo < 0)
+				return false;
+			ch = (char)(hi * 16 + lo);
+			i += 2;
+		}
+		if (k == GATE_NAME_MAX) { /* too long: the name check says so */
+			k = GATE_NAME_MAX + 1;
+			break;
+		}
+		out[k++] = ch;
+	}
+	out[k <= GATE_NAME_MAX ? k : GATE_NAME_MAX] = '\0';
+	*out_len = k;
+	return true;
+}
+
+/* The path's segments between '/' (at most max of them); returns their count or -1. */
+static int split(const char *path, const char *seg[], size_t len[], int max)
+{
+	if (path[0] != '/')
+		return -1;
+	int n = 0;
+	const char *p = path + 1;
+	for (;;) {
+		const char *slash = strchr(p, '/');
+		size_t l = slash ? (size_t)(slash - p) : strlen(p);
+		if (n == max)
+			return -1;
+		seg[n] = p;
+		len[n] = l;
+		n++;
+		if (!slash)
+			return n;
+		p = slash + 1;
+	}
+}
+
+static bool seg_is(const char *seg, size_t len, const char *word)
+{
+	return len == strlen(word) && memcmp(seg, word, len) == 0;
+}
+
+static int name_field(
+    const char *what, const char *seg, size_t n, char *out, char *why, size_t why_len)
+{
+	size_t len = 0;
+	if (!decode_segment(seg, n, out, &len)) {
+		snprintf(why, why_len, "%s has a malformed %%-escape", what);
+		return 400;
+	}
+	const char *problem = gate_name_problem(out, len);
+	if (problem) {
+		snprintf(why, why_len, "%s %s", what, problem);
+		return 400;
+	}
+	return 0;
+}
+
+int gate_route_parse(
+    const char *method, const char *path, struct gate_route *out, char *why, size_t why_len)
+{
+	*out = (struct gate_route) { 0 };
+	const char *seg[6];
+	size_t len[6];
+	int n = split(path, seg, len, 6);
+	bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+	if (n == 1 && (seg_is(seg[0], len[0], "healthz") || seg_is(seg[0], len[0], "metrics"))) {
+		if (!get) {
+			snprintf(why, why_len, "use GET");
+			return 405;
+		}
+		out->kind = seg_is(seg[0], len[0], "healthz") ? GATE_HEALTH : GATE_METRICS;
+		return 0;
+	}
+	int base = n == 5 && seg_is(seg[0], len[0], "naive") ? 1 : 0;
+	if (n != 4 + base || !seg_is(seg[base], len[base], "devices")
+	    || !seg_is(seg[base + 2], len[base + 2], "commands")) {
+		snprintf(why, why_len,
+		    "no such route: use POST /devices/{id}/commands/{name} (pooled) or POST "
+		    "/naive/devices/{id}/commands/{name} (a connection per request)");
+		return 404;
+	}
+	if (strcmp(method, "POST") != 0) {
+		snprintf(why, why_len, "use POST");
+		return 405;
+	}
+	out->kind = GATE_COMMAND;
+	out->backend = base ? GATE_NAIVE : GATE_POOL;
+	int st = name_field("device id", seg[base + 1], len[base + 1], out->device, why, why_len);
+	if (st == 0)
+		st = name_field("command name", seg[base + 3], len[base + 3], out->command, why, why_len);
+	return st;
+}
+
+/* --- errors -------------------------------------------------------------------------------- */
+
+int gate_http_status(int err)
+{
+	switch (err) {
+		case MQP_OK:
+			return 200;
+		case MQP_ETIMEDOUT:
+			return 504; /* the device did not answer in time */
+		case MQP_ECONNECT:
+		case MQP_ECONNLOST:
+		case MQP_EDENIED:
+		case MQP_ETLS:
+			return 502; /* the broker is unreachable or refused us */
+		case MQP_ECLOSED:
+			return 503; /* shutting down */
+		case MQP_EINVAL:
+		case MQP_ETOOBIG:
+			return 400;
+		default:
+			return 500;
+	}
+}
+
+const char *gate_error_code(int err)
+{
+	switch (err) {
+		case MQP_ETIMEDOUT:
+			return "device_timeout";
+		case MQP_ECONNECT:
+			return "broker_unreachable";
+		case MQP_ECONNLOST:
+			return "broker_connection_lost";
+		case MQP_EDENIED:
+			return "broker_refused";
+		case MQP_ETLS:
+			return "broker_tls";
+		case MQP_ECLOSED:
+			return "shutting_down";
+		case MQP_EINVAL:
+		case MQP_ETOOBIG:
+			return "bad_request";
+		default:
+			return "internal";
+	}
+}
+
+/* --- JSON ---------------------------------------------------------------------------------- */
+
+/* Exactly one JSON value in text[0..len) (whitespace around it allowed), or NULL. */
+static cJSON *parse_exact(const char *text, size_t len)
+{
+	const char *end = NULL;
+	cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, false);
+	if (!j)
+		return NULL;
+	while (end < text + len && (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n'))
+		end++;
+	if (end != text + len) {
+		cJSON_Delete(j);
+		return NULL;
+	}
+	return j;
+}
+
+bool gate_body_ok(const char *body, size_t len)
+{
+	if (len == 0)
+		return true;
+	cJSON *j = parse_exact(body, len);
+	bool ok = j != NULL;
+	cJSON_Delete(j);
+	return ok;
+}
+
+char *gate_reply_json(
+    const struct gate_route *route, const void *payload, size_t len, uint64_t latency_ns)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	cJSON_AddStringToObject(o, "device", route->device);
+	cJSON_AddStringToObject(o, "command", route->command);
+	cJSON_AddStringToObject(o, "route", route->backend == GATE_POOL ? "pool" : "naive");
+	cJSON_AddNumberToObject(o, "latency_ms", (double)latency_ns / 1e6);
+	cJSON *reply = len ? parse_exact(payload, len) : NULL;
+	if (!reply) { /* not JSON: the payload as a string (it is NUL-terminated by the pool) */
+		reply = cJSON_CreateString(len ? (const char *)payload : "");
+	}
+	if (!reply || !cJSON_AddItemToObject(o, "reply", reply)) {
+		cJSON_Delete(reply);
+		cJSON_Delete(o);
+		return NULL;
+	}
+	char *text = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return text;
+}
+
+char *gate_error_json(const char *code, const char *message)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	cJSON_AddStringToObject(o, "error", code);
+	cJSON_AddStringToObject(o, "message", message);
+	char *text = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return text;
+}
+
+/* --- metrics ------------------------------------------------------------------------------- */
+
+static const int status_slots[GATE_STATUS_SLOTS]
+    = { 200, 400, 404, 405, 413, 500, 502, 503, 504, 0 /* any other */ };
+
+void gate_count(struct gate_counters *c, enum gate_backend b, int status)
+{
+	int slot = GATE_STATUS_SLOTS - 1;
+	for (int i = 0; i < GATE_STATUS_SLOTS - 1; i++)
+		if (status_slots[i] == status)
+			slot = i;
+	atomic_fetch_add(&c->responses[b][slot], 1);
+}
+
+char *gate_metrics_text(const struct gate_counters *c, mqp_pool *pool)
+{
+	char *text = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&text, &size);
+	if (!f)
+		return NULL;
+	static const char *const route_names[GATE_BACKENDS] = { "pool", "naive" };
+	fprintf(f,
+	    "# HELP gate_api_responses_total Command responses by route and HTTP status.\n"
+	    "# TYPE gate_api_responses_total counter\n");
+	for (int b = 0; b < GATE_BACKENDS; b++)
+		for (int i = 0; i < GATE_STATUS_SLOTS; i++) {
+			uint64_t v = atomic_load(&c->responses[b][i]);
+			if (status_slots[i])
+				fprintf(f, "gate_api_responses_total{route=\"%s\",status=\"%d\"} %llu\n",
+				    route_names[b], status_slots[i], (unsigned long long)v);
+			else
+				fprintf(f, "gate_api_responses_total{route=\"%s\",status=\"other\"} %llu\n",
+				    route_names[b], (unsigned long long)v);
+		}
+	fprintf(f,
+	    "# HELP gate_api_command_seconds_total Time spent in successful commands.\n"
+	    "# TYPE gate_api_command_seconds_total counter\n");
+	for (int b = 0; b < GATE_BACKENDS; b++)
+		fprintf(f, "gate_api_command_seconds_total{route=\"%s\"} %.6f\n", route_names[b],
+		    (double)atomic_load(&c->latency_ns_sum[b]) / 1e9);
+	fprintf(f,
+	    "# HELP gate_api_pending Commands being served now.\n# TYPE gate_api_pending gauge\n"
+	    "gate_api_pending %u\n",
+	    atomic_load(&c->pending));
+	if (pool) {
+		struct mqp_pool_stats s;
+		mqp_pool_stats(pool, &s);
+		struct {
+			const char *name, *type, *help;
+			unsigned long long v;
+		} rows[] = {
+			{ "mqttpool_connections", "gauge", "Connections open or opening.", s.size },
+			{ "mqttpool_connections_ready", "gauge", "Connections ready for requests.", s.ready },
+			{ "mqttpool_inflight", "gauge", "Requests on a connection awaiting completion.",
+			    s.inflight },
+			{ "mqttpool_queued", "gauge", "Calls waiting for a connection.", s.queued },
+			{ "mqttpool_leased", "gauge", "Connections borrowed.", s.leased },
+			{ "mqttpool_requests_total", "counter", "Requests published.", s.requests },
+			{ "mqttpool_replies_total", "counter", "Replies delivered.", s.replies },
+			{ "mqttpool_timeouts_total", "counter", "Calls that timed out.", s.timeouts },
+			{ "mqttpool_late_replies_total", "counter", "Replies after their caller gave up.",
+			    s.late_replies },
+			{ "mqttpool_strays_total", "counter", "Messages in an inbox no request had.",
+			    s.strays },
+			{ "mqttpool_waits_total", "counter", "Calls that queued for a connection.", s.waits },
+			{ "mqttpool_connects_total", "counter", "Connections made.", s.connects_ok },
+			{ "mqttpool_connect_failures_total", "counter", "Connection attempts that failed.",
+			    s.connects_failed },
+			{ "mqttpool_connections_lost_total", "counter", "Connections the broker dropped.",
+			    s.connections_lost },
+		};
+		for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+			fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", rows[i].name, rows[i].help,
+			    rows[i].name, rows[i].type, rows[i].name, rows[i].v);
+		struct mqp_latency lat;
+		mqp_pool_latency(pool, &lat, NULL, NULL);
+		fprintf(f,
+		    "# HELP mqttpool_request_latency_seconds Request latency (call to reply) since start.\n"
+		    "# TYPE mqttpool_request_latency_seconds gauge\n"
+		    "mqttpool_request_latency_seconds{quantile=\"0.5\"} %.6f\n"
+		    "mqttpool_request_latency_seconds{quantile=\"0.99\"} %.6f\n"
+		    "mqttpool_request_latency_seconds{quantile=\"0.999\"} %.6f\n"
+		    "# HELP mqttpool_request_latency_observations_total Requests measured.\n"
+		    "# TYPE mqttpool_request_latency_observations_total counter\n"
+		    "mqttpool_request_latency_observations_total %llu\n",
+		    (double)lat.p50_ns / 1e9, (double)lat.p99_ns / 1e9, (double)lat.p999_ns / 1e9,
+		    (unsigned long long)lat.count);
+	}
+	if (fclose(f) != 0) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}

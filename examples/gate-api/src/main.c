@@ -1,0 +1,460 @@
+/*
+ * gate-api - POST /devices/{id}/commands/{name}: send a command to a device over MQTT and answer
+ * with its reply as JSON, through libmqttpool (or, on /naive/..., a connection per request).
+ *
+ * Server model: libmicrohttpd with a thread per HTTP connection, each calling the pool's
+ * blocking API. See README.md for why not the async API with suspend/resume.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <microhttpd.h>
+#include <mosquitto.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gate.h"
+#include "mqc_clock.h"
+#include "mqc_strutil.h"
+#include "mqc_url.h"
+
+struct gate {
+	mqp_pool *pool;
+	struct gate_naive_config naive;
+	const char *topic_prefix;
+	unsigned timeout_ms;
+	int qos;
+	size_t max_body;
+	unsigned max_pending;
+	atomic_bool stopping;
+	struct gate_counters counters;
+};
+
+/* Per HTTP request: the route and the body as it arrives. */
+struct call {
+	int status; /* nonzero: already decided (bad route) */
+	char why[256];
+	struct gate_route route;
+	char *body;
+	size_t len;
+	bool too_big;
+};
+
+static enum MHD_Result send_text(
+    struct MHD_Connection *conn, int status, const char *type, char *text, bool retry_after)
+{
+	if (!text)
+		return MHD_NO; /* out of memory: drop the connection */
+	struct MHD_Response *r
+	    = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	if (status == 405)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST, GET, HEAD");
+	if (retry_after)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+	enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result send_error(struct gate *g, struct MHD_Connection *conn,
+    const struct gate_route *route, int status, const char *code, const char *message)
+{
+	if (route && route->kind == GATE_COMMAND)
+		gate_count(&g->counters, route->backend, status);
+	return send_text(
+	    conn, status, "application/json", gate_error_json(code, message), status == 503);
+}
+
+static enum MHD_Result run_command(struct gate *g, struct MHD_Connection *conn, struct call *c)
+{
+	const struct gate_route *rt = &c->route;
+	if (c->too_big) {
+		char why[96];
+		snprintf(why, sizeof why, "the body is larger than %zu bytes", g->max_body);
+		return send_error(g, conn, rt, 413, "body_too_large", why);
+	}
+	if (!gate_body_ok(c->body, c->len))
+		return send_error(g, conn, rt, 400, "bad_json", "the body must be empty or one JSON value");
+	if (atomic_load(&g->stopping))
+		return send_error(g, conn, rt, 503, "shutting_down", "the gateway is shutting down");
+	/* Admission: beyond max_pending the pool is exhausted; say so now instead of queueing. */
+	if (atomic_fetch_add(&g->counters.pending, 1) >= g->max_pending) {
+		atomic_fetch_sub(&g->counters.pending, 1);
+		return send_error(
+		    g, conn, rt, 503, "pool_exhausted", "too many commands in flight; retry shortly");
+	}
+	char topic[3 * GATE_NAME_MAX + 128];
+	snprintf(topic, sizeof topic, "%s/%s/commands/%s", g->topic_prefix, rt->device, rt->command);
+	struct mqp_reply reply;
+	char why[256] = "";
+	uint64_t t0 = mqc_now_ns();
+	int rc = rt->backend == GATE_POOL
+	    ? mqp_pool_request(g->pool, topic, c->body, c->len, g->qos, g->timeout_ms, &reply)
+	    : gate_naive_request(
+	        &g->naive, topic, c->body, c->len, g->qos, g->timeout_ms, &reply, why, sizeof why);
+	uint64_t took = mqc_now_ns() - t0;
+	atomic_fetch_sub(&g->counters.pending, 1);
+	if (rc == MQP_OK) {
+		atomic_fetch_add(&g->counters.latency_ns_sum[rt->backend], took);
+		gate_count(&g->counters, rt->backend, 200);
+		char *text = gate_reply_json(rt, reply.payload, reply.len, took);
+		mqp_reply_free(&reply);
+		return send_text(conn, 200, "application/json", text, false);
+	}
+	if (rc == MQP_ETIMEDOUT)
+		snprintf(why, sizeof why, "device %s did not answer %s within %u ms", rt->device,
+		    rt->command, g->timeout_ms);
+	else if ((rc == MQP_ECONNECT || rc == MQP_ECONNLOST) && rt->backend == GATE_POOL)
+		mqp_pool_last_error(g->pool, why, sizeof why);
+	if (!why[0])
+		snprintf(why, sizeof why, "%s", mqp_strerror(rc));
+	return send_error(g, conn, rt, gate_http_status(rc), gate_error_code(rc), why);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+    const char *method, const char *version, const char *upload_data, size_t *upload_data_size,
+    void **state)
+{
+	(void)version;
+	struct gate *g = cls;
+	struct call *c = *state;
+	if (!c) { /* the headers are in: route now, read the body in the next calls */
+		c = calloc(1, sizeof *c);
+		if (!c)
+			return MHD_NO;
+		*state = c;
+		int st = gate_route_parse(method, url, &c->route, c->why, sizeof c->why);
+		c->status = st;
+		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+		uint64_t declared = 0;
+		if (st == 0 && cl && mqc_parse_u64(cl, 0, UINT64_MAX, &declared) == 0
+		    && declared > g->max_body)
+			c->too_big = true; /* answered once the body is drained */
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		size_t n = *upload_data_size;
+		*upload_data_size = 0;
+		if (c->status || c->too_big)
+			return MHD_YES; /* discard */
+		if (c->len + n > g->max_body) {
+			c->too_big = true;
+			free(c->body);
+			c->body = NULL;
+			c->len = 0;
+			return MHD_YES;
+		}
+		char *grown = realloc(c->body, c->len + n + 1);
+		if (!grown)
+			return MHD_NO;
+		memcpy(grown + c->len, upload_data, n);
+		c->body = grown;
+		c->len += n;
+		c->body[c->len] = '\0';
+		return MHD_YES;
+	}
+	if (c->status) {
+		const char *code = c->status == 400 ? "bad_request"
+		    : c->status == 404              ? "not_found"
+		                                    : "method_not_allowed";
+		return send_error(g, conn, c->status == 400 ? &c->route : NULL, c->status, code, c->why);
+	}
+	switch (c->route.kind) {
+		case GATE_HEALTH: {
+			struct mqp_pool_stats s;
+			mqp_pool_stats(g->pool, &s);
+			bool ok = s.ready > 0;
+			char *text
+			    = strdup(ok ? "{\"status\":\"ok\"}" : "{\"status\":\"no broker connection\"}");
+			return send_text(conn, ok ? 200 : 503, "application/json", text, false);
+		}
+		case GATE_METRICS:
+			return send_text(conn, 200, "text/plain; version=0.0.4",
+			    gate_metrics_text(&g->counters, g->pool), false);
+		case GATE_COMMAND:
+		default:
+			return run_command(g, conn, c);
+	}
+}
+
+static void on_completed(
+    void *cls, struct MHD_Connection *conn, void **state, enum MHD_RequestTerminationCode why)
+{
+	(void)cls;
+	(void)conn;
+	(void)why;
+	struct call *c = *state;
+	if (c) {
+		free(c->body);
+		free(c);
+	}
+	*state = NULL;
+}
+
+/* libmicrohttpd must not decode the path: gate_route_parse decodes each segment itself. */
+static size_t keep_escaped(void *cls, struct MHD_Connection *conn, char *s)
+{
+	(void)cls;
+	(void)conn;
+	return strlen(s);
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+	    "usage: gate-api --broker URL [options]\n"
+	    "\n"
+	    "HTTP gateway: POST /devices/{id}/commands/{name} publishes the body (empty or JSON) to\n"
+	    "PREFIX/{id}/commands/{name} as an MQTT v5 request and answers with the device's reply.\n"
+	    "  POST /devices/{id}/commands/{name}        through libmqttpool (warm connections)\n"
+	    "  POST /naive/devices/{id}/commands/{name}  a new MQTT connection per request\n"
+	    "  GET /healthz, GET /metrics (Prometheus: responses, latency, the pool's statistics)\n"
+	    "Statuses: 200 reply, 400 bad id/name/body, 404, 405, 413 body too large, 502 broker\n"
+	    "unreachable or refused, 503 pool exhausted or shutting down, 504 device timeout.\n"
+	    "\n"
+	    "  --broker URL          mqtt://host:port or mqtts://host:port (required)\n"
+	    "  --listen ADDR:PORT    IPv4 address and port to serve on (default 127.0.0.1:8080;\n"
+	    "                        port 0 picks a free one); prints GATE_API_READY url=... when "
+	    "ready\n"
+	    "  --username U, --password P   broker credentials (or MQTT_USERNAME, MQTT_PASSWORD)\n"
+	    "  --cafile F, --cert F, --key F   TLS: CA (required for mqtts), client certificate\n"
+	    "  --topic-prefix P      default devices\n"
+	    "  --timeout D           how long to wait for a device (default 5s; 250ms, 2s, ...)\n"
+	    "  --qos N               QoS of the command (default 1)\n"
+	    "  --pool-max N          pool connections at most (default 10)\n"
+	    "  --pool-min N          pool connections kept warm (default 2)\n"
+	    "  --max-body BYTES      larger bodies get 413 (default 16384)\n"
+	    "  --max-pending N       commands in flight before 503 pool_exhausted (default 256)\n"
+	    "  --threads N           HTTP connections served at once (default 512)\n"
+	    "  --drain D             on SIGINT/SIGTERM: stop accepting, finish commands in\n"
+	    "                        flight for at most D (default 10s), then exit 0\n"
+	    "  -h, --help\n");
+}
+
+static int bad(const char *option, const char *value, const char *expected)
+{
+	fprintf(stderr, "gate-api: %s '%s': expected %s (see --help)\n", option, value, expected);
+	return 2;
+}
+
+static int parse_listen(const char *text, struct sockaddr_in *sa)
+{
+	const char *colon = strrchr(text, ':');
+	char host[64];
+	uint64_t port;
+	if (!colon || (size_t)(colon - text) >= sizeof host
+	    || mqc_parse_u64(colon + 1, 0, 65535, &port) != 0)
+		return -1;
+	memcpy(host, text, (size_t)(colon - text));
+	host[colon - text] = '\0';
+	*sa = (struct sockaddr_in) { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	if (!host[0])
+		strcpy(host, "0.0.0.0");
+	return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option long_options[] = {
+		{ "broker", required_argument, NULL, 'b' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "username", required_argument, NULL, 'u' },
+		{ "password", required_argument, NULL, 'P' },
+		{ "cafile", required_argument, NULL, 'C' },
+		{ "cert", required_argument, NULL, 'c' },
+		{ "key", required_argument, NULL, 'k' },
+		{ "topic-prefix", required_argument, NULL, 't' },
+		{ "timeout", required_argument, NULL, 'T' },
+		{ "qos", required_argument, NULL, 'q' },
+		{ "pool-max", required_argument, NULL, 'M' },
+		{ "pool-min", required_argument, NULL, 'm' },
+		{ "max-body", required_argument, NULL, 'B' },
+		{ "max-pending", required_argument, NULL, 'p' },
+		{ "threads", required_argument, NULL, 'n' },
+		{ "drain", required_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	static struct gate g = { .topic_prefix = "devices",
+		.timeout_ms = 5000,
+		.qos = 1,
+		.max_body = 16384,
+		.max_pending = 256 };
+	const char *broker = NULL, *listen = "127.0.0.1:8080";
+	struct mqp_pool_options po
+	    = { .username = getenv("MQTT_USERNAME"), .password = getenv("MQTT_PASSWORD") };
+	uint64_t v, drain_ns = 10 * MQC_NS_PER_S, threads = 512;
+	int opt, index = -1;
+	while ((opt = getopt_long(argc, argv, "h", long_options, &index)) != -1) {
+		char name[32] = "";
+		if (index >= 0)
+			snprintf(name, sizeof name, "--%s", long_options[index].name);
+		index = -1;
+		switch (opt) {
+			case 'b':
+				broker = optarg;
+				break;
+			case 'l':
+				listen = optarg;
+				break;
+			case 'u':
+				po.username = optarg;
+				break;
+			case 'P':
+				po.password = optarg;
+				break;
+			case 'C':
+				po.cafile = optarg;
+				break;
+			case 'c':
+				po.certfile = optarg;
+				break;
+			case 'k':
+				po.keyfile = optarg;
+				break;
+			case 't':
+				if (!*optarg || strpbrk(optarg, "+#") || optarg[strlen(optarg) - 1] == '/')
+					return bad(name, optarg, "a topic without wildcards or a trailing '/'");
+				g.topic_prefix = optarg;
+				break;
+			case 'T':
+				if (mqc_parse_duration(optarg, MQC_NS_PER_MS, &v) != 0 || v < MQC_NS_PER_MS
+				    || v > 600 * MQC_NS_PER_S)
+					return bad(name, optarg, "a duration from 1ms to 600s");
+				g.timeout_ms = (unsigned)(v / MQC_NS_PER_MS);
+				break;
+			case 'q':
+				if (mqc_parse_u64(optarg, 0, 2, &v) != 0)
+					return bad(name, optarg, "0, 1 or 2");
+				g.qos = (int)v;
+				break;
+			case 'M':
+				if (mqc_parse_u64(optarg, 1, 1000, &v) != 0)
+					return bad(name, optarg, "1 to 1000");
+				po.max_size = (unsigned)v;
+				break;
+			case 'm':
+				if (mqc_parse_u64(optarg, 0, 1000, &v) != 0)
+					return bad(name, optarg, "0 to 1000");
+				po.min_size = (unsigned)v;
+				po.min_size_zero = v == 0;
+				break;
+			case 'B':
+				if (mqc_parse_count(optarg, 256 * 1024 * 1024, &v) != 0)
+					return bad(name, optarg, "a byte count up to 256M");
+				g.max_body = (size_t)v;
+				break;
+			case 'p':
+				if (mqc_parse_u64(optarg, 1, 1000000, &v) != 0)
+					return bad(name, optarg, "1 to 1000000");
+				g.max_pending = (unsigned)v;
+				break;
+			case 'n':
+				if (mqc_parse_u64(optarg, 1, 10000, &threads) != 0)
+					return bad(name, optarg, "1 to 10000");
+				break;
+			case 'd':
+				if (mqc_parse_duration(optarg, MQC_NS_PER_S, &drain_ns) != 0
+				    || drain_ns > 3600 * MQC_NS_PER_S)
+					return bad(name, optarg, "a duration up to 1h");
+				break;
+			case 'h':
+				usage(stdout);
+				return 0;
+			default:
+				usage(stderr);
+				return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "gate-api: unexpected argument '%s' (see --help)\n", argv[optind]);
+		return 2;
+	}
+	if (!broker) {
+		fprintf(stderr, "gate-api: --broker is required (see --help)\n");
+		return 2;
+	}
+	if (po.min_size > (po.max_size ? po.max_size : 10))
+		po.min_size = po.max_size ? po.max_size : 10;
+	struct mqc_url url;
+	char err[256];
+	if (mqc_url_parse(broker, &url, err, sizeof err) != 0) {
+		fprintf(stderr, "gate-api: --broker '%s': %s\n", broker, err);
+		return 2;
+	}
+	if (url.tls && !po.cafile) {
+		fprintf(stderr, "gate-api: --broker %s is TLS: --cafile is required\n", broker);
+		return 2;
+	}
+	struct sockaddr_in sa;
+	if (parse_listen(listen, &sa) != 0)
+		return bad("--listen", listen, "IPV4:PORT, e.g. 127.0.0.1:8080 or :0");
+	g.naive = (struct gate_naive_config) { .host = url.host,
+		.port = url.port,
+		.tls = url.tls,
+		.username = po.username,
+		.password = po.password,
+		.cafile = po.cafile,
+		.certfile = po.certfile,
+		.keyfile = po.keyfile };
+
+	/* Signals are taken by this thread only (sigwait below): block them before any thread. */
+	sigset_t stop;
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+	mosquitto_lib_init();
+	int rc = mqp_pool_new(broker, &po, &g.pool, err, sizeof err);
+	if (rc != MQP_OK) {
+		fprintf(stderr, "gate-api: cannot create the pool: %s: %s\n", mqp_strerror(rc), err);
+		return 1;
+	}
+	struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION
+	        | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_POLL | MHD_USE_ITC,
+	    0, NULL, NULL, on_request, &g, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)threads, MHD_OPTION_CONNECTION_TIMEOUT, 60u,
+	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped,
+	    NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
+	if (!d) {
+		fprintf(stderr, "gate-api: cannot listen on %s: %s\n", listen, strerror(errno));
+		mqp_pool_destroy(g.pool);
+		return 1;
+	}
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+	char addr[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &sa.sin_addr, addr, sizeof addr);
+	printf("GATE_API_READY url=http://%s:%u broker=%s\n", addr, info ? info->port : 0, broker);
+	fflush(stdout);
+
+	int sig = 0;
+	sigwait(&stop, &sig);
+	fprintf(stderr, "gate-api: %s: draining (at most %llu ms)\n", strsignal(sig),
+	    (unsigned long long)(drain_ns / MQC_NS_PER_MS));
+	atomic_store(&g.stopping, true);
+	MHD_socket listen_fd = MHD_quiesce_daemon(d); /* no new connections */
+	if (listen_fd != MHD_INVALID_SOCKET)
+		close(listen_fd);
+	/* Requests in flight finish; new ones on open connections get 503 shutting_down. */
+	int drained = mqp_pool_drain(g.pool, (unsigned)(drain_ns / MQC_NS_PER_MS));
+	MHD_stop_daemon(d); /* joins the connection threads */
+	mqp_pool_destroy(g.pool);
+	mosquitto_lib_cleanup();
+	uint64_t ok[GATE_BACKENDS];
+	for (int b = 0; b < GATE_BACKENDS; b++)
+		ok[b] = atomic_load(&g.counters.responses[b][0]);
+	fprintf(stderr, "gate-api: stopped%s; 200 responses: pool %llu, naive %llu\n",
+	    drained == MQP_OK ? "" : " (the drain timed out)", (unsigned long long)ok[GATE_POOL],
+	    (unsigned long long)ok[GATE_NAIVE]);
+	return 0;
+}

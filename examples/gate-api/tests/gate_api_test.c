@@ -1,0 +1,348 @@
+/*
+ * Integration tests of gate-api: the real binary against the test broker and the responder,
+ * spoken to over HTTP.
+ */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mqc_clock.h"
+#include "mqc_http.h"
+#include "tb_internal.h"
+#include "tb_test_util.h"
+
+struct gate {
+	struct tb_responder proc;
+	int port;
+};
+
+/* Start gate-api against url (NULL: the test broker) with extra arguments, on a free port. */
+static struct gate gate_start(const char *url, const char *first, ...)
+{
+	const struct tb_info *info = tb_test_info();
+	const char *args[40] = { GATE_API_PATH, "--broker", url ? url : info->mqtt_url, "--username",
+		info->username, "--password", info->password, "--listen", "127.0.0.1:0" };
+	int argc = 9;
+	va_list ap;
+	va_start(ap, first);
+	for (const char *a = first; a && argc < 39; a = va_arg(ap, const char *))
+		args[argc++] = a;
+	va_end(ap);
+	args[argc] = NULL;
+	struct gate g = { .proc = tb_test_spawn("GATE_API_READY", args) };
+	FILE *f = fopen(g.proc.log, "r");
+	assert_non_null(f);
+	char line[512];
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "GATE_API_READY url=http://127.0.0.1:%d", &g.port) == 1)
+			break;
+	fclose(f);
+	assert_true(g.port > 0);
+	return g;
+}
+
+/* SIGTERM; expect a clean exit within timeout_ms. Returns how long it took (ns). */
+static uint64_t gate_stop(struct gate *g, int timeout_ms)
+{
+	uint64_t t0 = mqc_now_ns();
+	kill(g->proc.pid, SIGTERM);
+	int status = 0;
+	pid_t got = 0;
+	while ((got = waitpid(g->proc.pid, &status, WNOHANG)) == 0
+	    && mqc_now_ns() - t0 < (uint64_t)timeout_ms * MQC_NS_PER_MS)
+		nanosleep(&(struct timespec) { .tv_nsec = 5000000 }, NULL);
+	if (got != g->proc.pid) {
+		kill(g->proc.pid, SIGKILL);
+		waitpid(g->proc.pid, NULL, 0);
+		fail_msg("gate-api did not exit within %d ms of SIGTERM", timeout_ms);
+	}
+	uint64_t took = mqc_now_ns() - t0;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		char cmd[128];
+		snprintf(cmd, sizeof cmd, "cat %s >&2", g->proc.log);
+		if (system(cmd) != 0)
+			fprintf(stderr, "(no log)\n");
+		fail_msg("gate-api exited with status 0x%x", status);
+	}
+	unlink(g->proc.log);
+	return took;
+}
+
+struct http_result {
+	int status;
+	char body[4096];
+	char headers[2048];
+};
+
+static struct http_result http(int port, const char *method, const char *path, const char *body)
+{
+	char req[8192];
+	size_t blen = body ? strlen(body) : 0;
+	int n = snprintf(req, sizeof req,
+	    "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+	    "Content-Length: %zu\r\n\r\n%s",
+	    method, path, blen, body ? body : "");
+	assert_true(n > 0 && (size_t)n < sizeof req);
+	struct mqc_http_response r;
+	struct http_result out = { .status = -1 };
+	if (mqc_http_raw(port, req, (size_t)n, 15000, &r) == 0) {
+		out.status = r.status;
+		snprintf(out.body, sizeof out.body, "%s", r.body ? r.body : "");
+		snprintf(out.headers, sizeof out.headers, "%s", r.headers ? r.headers : "");
+		mqc_http_response_free(&r);
+	}
+	return out;
+}
+
+/* The string member key of the JSON object in text ("" when absent). */
+static const char *json_str(const char *text, const char *key, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	cJSON *j = cJSON_Parse(text);
+	const cJSON *v = cJSON_GetObjectItem(j, key);
+	if (cJSON_IsString(v))
+		snprintf(buf, len, "%s", v->valuestring);
+	cJSON_Delete(j);
+	return buf;
+}
+
+struct poster {
+	int port;
+	const char *path;
+	int id, ok, wrong;
+	struct http_result last;
+};
+
+/* Twenty-five commands, each with its own nonce: every reply must carry the caller's. */
+static void *post_many(void *arg)
+{
+	struct poster *p = arg;
+	for (int k = 0; k < 25; k++) {
+		char body[64], want[64];
+		snprintf(body, sizeof body, "{\"nonce\":\"n-%d-%d\"}", p->id, k);
+		snprintf(want, sizeof want, "\"reply\":{\"nonce\":\"n-%d-%d\"}", p->id, k);
+		struct http_result r = http(p->port, "POST", p->path, body);
+		if (r.status == 200 && strstr(r.body, want))
+			p->ok++;
+		else
+			p->wrong++;
+		p->last = r;
+	}
+	return NULL;
+}
+
+static void commands_round_trip_on_both_routes(void **state)
+{
+	(void)state;
+	struct tb_responder dev
+	    = tb_test_responder(RESPONDER_PATH, "--filter", "devices/+/commands/open", NULL);
+	struct gate g = gate_start(NULL, NULL);
+	struct http_result r = http(g.port, "POST", "/devices/gate-1/commands/open", "{\"a\":1}");
+	assert_int_equal(r.status, 200);
+	char buf[64];
+	assert_string_equal(json_str(r.body, "route", buf, sizeof buf), "pool");
+	assert_string_equal(json_str(r.body, "device", buf, sizeof buf), "gate-1");
+	assert_non_null(strstr(r.body, "\"reply\":{\"a\":1}"));
+	assert_non_null(strstr(r.headers, "application/json"));
+	r = http(g.port, "POST", "/naive/devices/gate-1/commands/open", "");
+	assert_int_equal(r.status, 200);
+	assert_string_equal(json_str(r.body, "route", buf, sizeof buf), "naive");
+	assert_non_null(strstr(r.body, "\"reply\":\"\""));
+	/* Four clients per route at once: nobody gets another's reply. */
+	enum { N = 8 };
+	struct poster p[N];
+	pthread_t t[N];
+	for (int i = 0; i < N; i++) {
+		p[i] = (struct poster) { .port = g.port,
+			.id = i,
+			.path
+			= i % 2 ? "/naive/devices/gate-2/commands/open" : "/devices/gate-2/commands/open" };
+		pthread_create(&t[i], NULL, post_many, &p[i]);
+	}
+	for (int i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		if (p[i].wrong)
+			fail_msg("%s: %d wrong, last %d %s", p[i].path, p[i].wrong, p[i].last.status,
+			    p[i].last.body);
+		assert_int_equal(p[i].ok, 25);
+	}
+	r = http(g.port, "GET", "/healthz", NULL);
+	assert_int_equal(r.status, 200);
+	r = http(g.port, "GET", "/metrics", NULL);
+	assert_int_equal(r.status, 200);
+	assert_true(mqc_prom_value(r.body, "gate_api_responses_total{route=\"pool\",status=\"200\"}")
+	    == 1 + 4 * 25);
+	assert_true(mqc_prom_value(r.body, "gate_api_responses_total{route=\"naive\",status=\"200\"}")
+	    == 1 + 4 * 25);
+	assert_true(mqc_prom_value(r.body, "mqttpool_connections") <= 10); /* the pool's max */
+	gate_stop(&g, 5000);
+	tb_test_responder_stop(&dev);
+}
+
+static void a_silent_device_is_504(void **state)
+{
+	(void)state;
+	struct gate g = gate_start(NULL, "--timeout", "300ms", NULL);
+	for (int naive = 0; naive < 2; naive++) {
+		uint64_t t0 = mqc_now_ns();
+		struct http_result r = http(g.port, "POST",
+		    naive ? "/naive/devices/nobody/commands/mute" : "/devices/nobody/commands/mute", "");
+		uint64_t took = mqc_now_ns() - t0;
+		assert_int_equal(r.status, 504);
+		char buf[128];
+		assert_string_equal(json_str(r.body, "error", buf, sizeof buf), "device_timeout");
+		assert_non_null(strstr(json_str(r.body, "message", buf, sizeof buf), "within 300 ms"));
+		assert_true(took >= 300 * MQC_NS_PER_MS && took < 3 * MQC_NS_PER_S);
+	}
+	gate_stop(&g, 5000);
+}
+
+static void bad_input_is_refused_and_never_published(void **state)
+{
+	(void)state;
+	/* Watch everything under devices/: a bad request must not publish anything. */
+	struct tb_client *watch = tb_test_connect(tb_test_info()->mqtt_url, 5);
+	assert_int_equal(tb_client_subscribe(watch, "devices/#", 0, 0, NULL), 0); /* granted QoS 0 */
+	struct gate g = gate_start(NULL, "--max-body", "64", NULL);
+	static const struct {
+		const char *method, *path, *body;
+		int status;
+		const char *error;
+	} cases[] = {
+		{ "POST", "/devices/a%2B/commands/open", "", 400, "bad_request" },
+		{ "POST", "/devices/%23/commands/open", "", 400, "bad_request" },
+		{ "POST", "/devices/a%2Fb/commands/open", "", 400, "bad_request" },
+		{ "POST", "/devices/a%00b/commands/open", "", 400, "bad_request" },
+		{ "POST", "/devices/a/commands/open%2B", "", 400, "bad_request" },
+		{ "POST", "/naive/devices/a/commands/%23", "", 400, "bad_request" },
+		{ "POST", "/devices/a/commands/open", "{not json", 400, "bad_json" },
+		{ "POST", "/devices/a/commands/open",
+		    "{\"pad\":\"0123456789012345678901234567890123456789012345678901234567890\"}", 413,
+		    "body_too_large" },
+		{ "GET", "/devices/a/commands/open", NULL, 405, "method_not_allowed" },
+		{ "POST", "/devices/a/b/commands/open", "", 404, "not_found" },
+		{ "DELETE", "/metrics", NULL, 405, "method_not_allowed" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct http_result r = http(g.port, cases[i].method, cases[i].path, cases[i].body);
+		char buf[256];
+		if (r.status != cases[i].status
+		    || strcmp(json_str(r.body, "error", buf, sizeof buf), cases[i].error) != 0)
+			fail_msg("%s %s: got %d %s, want %d %s", cases[i].method, cases[i].path, r.status,
+			    r.body, cases[i].status, cases[i].error);
+		assert_true(strlen(json_str(r.body, "message", buf, sizeof buf)) > 5);
+	}
+	struct http_result r = http(g.port, "GET", "/devices/a/commands/open", NULL);
+	assert_non_null(strstr(r.headers, "Allow: POST"));
+	struct tb_message *m = tb_client_receive(watch, 300);
+	if (m)
+		fail_msg("a refused request published on %s", m->topic);
+	gate_stop(&g, 5000);
+	tb_client_destroy(watch);
+}
+
+struct slow_post {
+	int port;
+	struct http_result r;
+};
+
+static void *post_slow(void *arg)
+{
+	struct slow_post *s = arg;
+	s->r = http(s->port, "POST", "/devices/d/commands/slow", "");
+	return NULL;
+}
+
+static void beyond_max_pending_is_503_and_shutdown_finishes_what_is_in_flight(void **state)
+{
+	(void)state;
+	struct tb_responder dev = tb_test_responder(
+	    RESPONDER_PATH, "--filter", "devices/+/commands/slow", "--delay", "600ms", NULL);
+	struct gate g = gate_start(NULL, "--max-pending", "1", NULL);
+	struct slow_post first = { .port = g.port };
+	pthread_t t;
+	pthread_create(&t, NULL, post_slow, &first);
+	nanosleep(&(struct timespec) { .tv_nsec = 200000000 }, NULL);
+	struct http_result r = http(g.port, "POST", "/devices/d/commands/slow", "");
+	assert_int_equal(r.status, 503);
+	char buf[64];
+	assert_string_equal(json_str(r.body, "error", buf, sizeof buf), "pool_exhausted");
+	assert_non_null(strstr(r.headers, "Retry-After: 1"));
+	pthread_join(t, NULL);
+	assert_int_equal(first.r.status, 200);
+
+	/* SIGTERM while a command is in flight: it completes, then the process exits 0. */
+	first = (struct slow_post) { .port = g.port };
+	pthread_create(&t, NULL, post_slow, &first);
+	nanosleep(&(struct timespec) { .tv_nsec = 200000000 }, NULL);
+	uint64_t took = gate_stop(&g, 5000);
+	pthread_join(t, NULL);
+	assert_int_equal(first.r.status, 200);
+	assert_true(took >= 300 * MQC_NS_PER_MS); /* it waited for the reply */
+	tb_test_responder_stop(&dev);
+}
+
+static void an_unreachable_broker_is_502_with_the_reason(void **state)
+{
+	(void)state;
+	char url[64];
+	snprintf(url, sizeof url, "mqtt://127.0.0.1:%d", tb__free_port());
+	struct gate g = gate_start(url, "--timeout", "3s", NULL);
+	for (int naive = 0; naive < 2; naive++) {
+		uint64_t t0 = mqc_now_ns();
+		struct http_result r = http(g.port, "POST",
+		    naive ? "/naive/devices/a/commands/open" : "/devices/a/commands/open", "");
+		assert_int_equal(r.status, 502);
+		char buf[256];
+		assert_string_equal(json_str(r.body, "error", buf, sizeof buf), "broker_unreachable");
+		if (!strstr(json_str(r.body, "message", buf, sizeof buf), "refused"))
+			fail_msg("the message does not say why: %s", r.body);
+		assert_true(mqc_now_ns() - t0 < 2 * MQC_NS_PER_S); /* fails fast, not at the timeout */
+	}
+	assert_int_equal(http(g.port, "GET", "/healthz", NULL).status, 503);
+	gate_stop(&g, 5000);
+}
+
+static void bad_options_are_refused_with_a_message(void **state)
+{
+	(void)state;
+	static const char *const cases[][4] = {
+		{ "--timeout", "0", "--timeout '0'" },
+		{ "--qos", "3", "--qos '3'" },
+		{ "--listen", "nowhere", "--listen 'nowhere'" },
+		{ "--topic-prefix", "a/#", "--topic-prefix 'a/#'" },
+		{ "--broker", "http://x", "--broker 'http://x'" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char cmd[512];
+		snprintf(cmd, sizeof cmd, "%s --broker mqtt://127.0.0.1:1 %s '%s' 2>&1", GATE_API_PATH,
+		    cases[i][0], cases[i][1]);
+		FILE *f = popen(cmd, "r");
+		assert_non_null(f);
+		char out[512] = "";
+		size_t n = fread(out, 1, sizeof out - 1, f);
+		out[n] = '\0';
+		int status = pclose(f);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 2 || !strstr(out, cases[i][2]))
+			fail_msg("%s: status 0x%x, said: %s", cmd, status, out);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(commands_round_trip_on_both_routes),
+		cmocka_unit_test(a_silent_device_is_504),
+		cmocka_unit_test(bad_input_is_refused_and_never_published),
+		cmocka_unit_test(beyond_max_pending_is_503_and_shutdown_finishes_what_is_in_flight),
+		cmocka_unit_test(an_unreachable_broker_is_502_with_the_reason),
+		cmocka_unit_test(bad_options_are_refused_with_a_message),
+	};
+	return TB_TEST_RUN(tests, NULL);
+}
