@@ -1,0 +1,39 @@
+# syntax=docker/dockerfile:1
+# mqtt-pool images, built on Debian 12 so they run the same mosquitto (2.0.11) the tests use.
+#   docker build --target mosquitto -t mqtt-pool/mosquitto-probe .   mosquitto + mqtt_probe.so
+#   docker build --target tools     -t mqtt-pool/tools .             mqbench, gate-api, responder
+# docker-compose.yml builds both.
+
+FROM debian:12 AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends build-essential cmake pkg-config \
+      libmosquitto-dev mosquitto-dev libssl-dev uthash-dev libcjson-dev libmicrohttpd-dev \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DMQTTPOOL_TESTS=OFF \
+      -DCMAKE_INSTALL_PREFIX=/opt/mqtt-pool -DCMAKE_INSTALL_LIBDIR=lib \
+ && cmake --build /build -j "$(nproc)" \
+ && cmake --install /build
+
+# The broker: Debian's mosquitto with the probe.
+FROM debian:12-slim AS mosquitto
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends mosquitto mosquitto-clients libmicrohttpd12 \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /opt/mqtt-pool/lib/mosquitto/mqtt_probe.so /usr/lib/mosquitto/mqtt_probe.so
+COPY deploy/docker/mosquitto.conf /etc/mosquitto/mosquitto.conf
+EXPOSE 1883 9883
+USER mosquitto
+CMD ["/usr/sbin/mosquitto", "-c", "/etc/mosquitto/mosquitto.conf"]
+
+# The programs: mqbench, gate-api, responder (and libmqttpool).
+FROM debian:12-slim AS tools
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libmosquitto1 libssl3 libcjson1 libmicrohttpd12 \
+      ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /opt/mqtt-pool /opt/mqtt-pool
+ENV PATH=/opt/mqtt-pool/bin:$PATH LD_LIBRARY_PATH=/opt/mqtt-pool/lib
+USER nobody
+CMD ["mqbench", "--help"]

@@ -1,0 +1,226 @@
+#!/usr/bin/python3
+"""Validate the deployment files without a Docker engine or a cluster.
+
+Checks what would otherwise only fail on a user's machine:
+  - every Kubernetes document parses and has the fields its kind requires; Services select a
+    Deployment's pods and name ports that exist; volumes name ConfigMaps that exist; the scrape
+    annotations point at a declared container port; the Job runs pods in parallel with a distinct
+    --prefix per pod and prints JSON;
+  - the ConfigMap's mosquitto.conf is the same file the image ships (deploy/docker/mosquitto.conf);
+  - docker-compose.yml's build targets exist in the Dockerfile, its bind mounts exist, and
+    Prometheus scrapes services and ports the stack has;
+  - every command-line option the compose file and the manifests pass to mqbench, gate-api or
+    responder is one the program's --help knows (the programs of this build).
+
+usage: validate_deploy.py SOURCE_DIR BUILD_DIR   (exit 0, or 1 with every problem listed)
+"""
+import glob
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import yaml
+
+src, build = sys.argv[1], sys.argv[2]
+problems = []
+
+
+def problem(where, what):
+    problems.append(f"{where}: {what}")
+
+
+def need(doc, path, where):
+    node = doc
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            problem(where, f"missing {path}")
+            return None
+        node = node[key]
+    return node
+
+
+# --- Kubernetes -------------------------------------------------------------------------------
+docs = []
+for f in sorted(glob.glob(os.path.join(src, "deploy/k8s/*.yaml"))):
+    try:
+        for d in yaml.safe_load_all(open(f)):
+            if d is not None:
+                docs.append((os.path.relpath(f, src), d))
+    except yaml.YAMLError as e:
+        problem(f, f"does not parse: {e}")
+if len(docs) < 5:
+    problem("deploy/k8s", f"expected at least 5 documents, found {len(docs)}")
+
+by_kind = {}
+for where, d in docs:
+    for field in ("apiVersion", "kind", "metadata.name"):
+        need(d, field, where)
+    by_kind.setdefault(d.get("kind"), []).append((where, d))
+
+configmaps = {d["metadata"]["name"]: d for _, d in by_kind.get("ConfigMap", [])}
+programs = []  # (where, argv) run in containers
+
+
+def check_pod(where, spec, labels):
+    containers = spec.get("containers") or []
+    if not containers:
+        problem(where, "no containers")
+    ports = {}
+    for c in containers:
+        for field in ("name", "image"):
+            if field not in c:
+                problem(where, f"a container without {field}")
+        for p in c.get("ports", []):
+            if not isinstance(p.get("containerPort"), int):
+                problem(where, f"container port {p} is not a number")
+            ports[p.get("name")] = p.get("containerPort")
+        argv = (c.get("command") or []) + (c.get("args") or [])
+        programs.append((f"{where} ({c.get('name')})", argv))
+        for probe in ("readinessProbe", "livenessProbe"):
+            for kind in ("tcpSocket", "httpGet"):
+                port = c.get(probe, {}).get(kind, {}).get("port")
+                if port is not None and port not in ports and port not in ports.values():
+                    problem(where, f"{probe} uses port {port}, which the container does not declare")
+    for v in spec.get("volumes", []):
+        name = v.get("configMap", {}).get("name")
+        if name and name not in configmaps:
+            problem(where, f"volume refers to ConfigMap {name}, which is not defined")
+    return ports
+
+
+deployments = {}
+for where, d in by_kind.get("Deployment", []):
+    sel = need(d, "spec.selector.matchLabels", where) or {}
+    labels = need(d, "spec.template.metadata.labels", where) or {}
+    if not sel.items() <= labels.items():
+        problem(where, f"selector {sel} does not match the pod labels {labels}")
+    spec = need(d, "spec.template.spec", where) or {}
+    ports = check_pod(where, spec, labels)
+    ann = d["spec"]["template"]["metadata"].get("annotations", {})
+    if ann.get("prometheus.io/scrape") == "true" and int(ann.get("prometheus.io/port", 0)) not in ports.values():
+        problem(where, f"prometheus.io/port {ann.get('prometheus.io/port')} is not a container port")
+    deployments[d["metadata"]["name"]] = (labels, ports)
+
+services = {}
+for where, d in by_kind.get("Service", []):
+    sel = need(d, "spec.selector", where) or {}
+    match = [n for n, (labels, _) in deployments.items() if sel.items() <= labels.items()]
+    if not match:
+        problem(where, f"selector {sel} selects no Deployment")
+    names = set()
+    for p in need(d, "spec.ports", where) or []:
+        names.add(p.get("name"))
+        target = p.get("targetPort", p.get("port"))
+        if match and target not in deployments[match[0]][1] and target not in deployments[match[0]][1].values():
+            problem(where, f"targetPort {target} is not a port of Deployment {match[0]}")
+    services[d["metadata"]["name"]] = (sel, names, d["metadata"].get("labels", {}))
+
+for where, d in by_kind.get("ServiceMonitor", []):
+    sel = need(d, "spec.selector.matchLabels", where) or {}
+    chosen = [n for n, (_, _, labels) in services.items() if sel.items() <= labels.items()]
+    if not chosen:
+        problem(where, f"selector {sel} matches no Service's labels")
+    for e in need(d, "spec.endpoints", where) or []:
+        if chosen and e.get("port") not in services[chosen[0]][1]:
+            problem(where, f"endpoint port {e.get('port')} is not a named port of Service {chosen[0]}")
+
+jobs = by_kind.get("Job", [])
+if not jobs:
+    problem("deploy/k8s", "no Job")
+for where, d in jobs:
+    spec = need(d, "spec", where) or {}
+    if not (spec.get("parallelism", 1) > 1 and spec.get("completions", 1) > 1):
+        problem(where, "parallelism and completions should both be > 1 (several pods)")
+    if spec.get("completionMode") != "Indexed":
+        problem(where, "completionMode Indexed gives each pod JOB_COMPLETION_INDEX")
+    pod = need(d, "spec.template.spec", where) or {}
+    if pod.get("restartPolicy") not in ("Never", "OnFailure"):
+        problem(where, "a Job's pods need restartPolicy Never or OnFailure")
+    check_pod(where, pod, {})
+    text = " ".join(str(x) for c in pod.get("containers", []) for x in c.get("command", []) + c.get("args", []))
+    for needle in ("--prefix", "JOB_COMPLETION_INDEX", "--json"):
+        if needle not in text:
+            problem(where, f"the mqbench command lacks {needle}")
+    for host in re.findall(r"mqtts?://([a-z0-9-]+):", text):
+        if host not in services:
+            problem(where, f"--broker host {host} is not a Service")
+
+shipped = open(os.path.join(src, "deploy/docker/mosquitto.conf")).read()
+cm = configmaps.get("mosquitto-config", {}).get("data", {}).get("mosquitto.conf")
+if cm != shipped:
+    problem("deploy/k8s/mosquitto.yaml", "mosquitto.conf differs from deploy/docker/mosquitto.conf")
+
+# --- docker-compose.yml -------------------------------------------------------------------------
+compose = yaml.safe_load(open(os.path.join(src, "docker-compose.yml")))
+dockerfile = open(os.path.join(src, "Dockerfile")).read()
+targets = set(re.findall(r"^FROM\s+\S+\s+AS\s+(\S+)", dockerfile, re.M | re.I))
+for name, svc in compose.get("services", {}).items():
+    where = f"docker-compose.yml: {name}"
+    build_spec = svc.get("build")
+    if isinstance(build_spec, dict) and build_spec.get("target") not in targets:
+        problem(where, f"build target {build_spec.get('target')} is not in the Dockerfile ({sorted(targets)})")
+    for v in svc.get("volumes", []):
+        host = v.split(":")[0]
+        if host.startswith(".") and not os.path.exists(os.path.join(src, host)):
+            problem(where, f"mounts {host}, which does not exist")
+    cmd = svc.get("command")
+    if isinstance(cmd, list) and not svc.get("entrypoint"):
+        programs.append((where, cmd))
+for m in re.finditer(r"^COPY\s+(?!--from)(\S+)", dockerfile, re.M):
+    if m.group(1) != "." and not os.path.exists(os.path.join(src, m.group(1))):
+        problem("Dockerfile", f"COPY {m.group(1)}: no such file")
+prom = yaml.safe_load(open(os.path.join(src, "deploy/docker/prometheus.yml")))
+for job in prom.get("scrape_configs", []):
+    for sc in job.get("static_configs", []):
+        for t in sc.get("targets", []):
+            host, port = t.rsplit(":", 1)
+            svc = compose["services"].get(host)
+            if not svc:
+                problem("deploy/docker/prometheus.yml", f"target {t}: no service {host}")
+                continue
+            text = " ".join(str(x) for x in (svc.get("command") or [])) + " " + " ".join(svc.get("ports", []))
+            conf = shipped if host == "mosquitto" else ""
+            if port not in text and f":{port}" not in conf:
+                problem("deploy/docker/prometheus.yml", f"target {t}: {host} does not listen on {port}")
+
+# --- options the programs must know ---------------------------------------------------------------
+binaries = {"mqbench": "bench/mqbench", "gate-api": "examples/gate-api/gate-api",
+            "responder": "test-broker/responder"}
+help_cache = {}
+
+
+def help_text(prog, sub):
+    key = (prog, sub)
+    if key not in help_cache:
+        argv = [os.path.join(build, binaries[prog])] + ([sub] if sub else []) + ["--help"]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        help_cache[key] = r.stdout + r.stderr
+    return help_cache[key]
+
+
+checked = 0
+for where, argv in programs:
+    words = []
+    for a in argv:
+        words += shlex.split(str(a).replace("$", "")) if " " in str(a) else [str(a)]
+    for i, w in enumerate(words):
+        if w not in binaries:
+            continue
+        sub = words[i + 1] if w == "mqbench" and i + 1 < len(words) else None
+        text = help_text(w, sub)
+        for opt in words[i + 1:]:
+            if opt in ("||", "2>/tmp/progress", "{") or opt.startswith("2>"):
+                break
+            if opt.startswith("--") and not re.search(re.escape(opt.split("=")[0]) + r"\b", text):
+                problem(where, f"{w} {sub or ''} does not know {opt}")
+            checked += 1
+if checked < 20:
+    problem("options", f"only {checked} command-line words were checked: did the parsing break?")
+
+for p in problems:
+    print("FAIL:", p)
+print(f"validate_deploy: {len(docs)} Kubernetes documents, {len(compose['services'])} compose services, "
+      f"{len(programs)} commands checked; {len(problems)} problems")
+sys.exit(1 if problems else 0)
