@@ -34,6 +34,8 @@ enum op_kind {
 	OP_CANCEL, /* of an async call, by ticket */
 };
 
+enum { OP_PENDING, OP_SLEEPING, OP_DONE };
+
 /* A message queued for a lease. */
 struct lmsg {
 	struct mqp_message m;
@@ -44,10 +46,8 @@ struct lmsg {
 struct op {
 	enum op_kind kind;
 	atomic_int refs;
-	pthread_mutex_t m;
-	pthread_cond_t c;
-	bool done;  /* under m */
-	int result; /* under m */
+	atomic_uint state; /* OP_PENDING, OP_SLEEPING (the caller waits on a futex), OP_DONE */
+	int result;        /* written before state becomes OP_DONE */
 	struct mqp_reply reply;
 	struct mqp_message msg; /* OP_LEASE_RECEIVE */
 	unsigned slot;          /* leases: which connection */

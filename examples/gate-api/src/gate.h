@@ -65,7 +65,7 @@ char *gate_error_json(const char *code, const char *message);
 bool gate_body_ok(const char *body, size_t len);
 
 /* Responses by route and status, for /metrics. */
-enum { GATE_STATUS_SLOTS = 10 };
+enum { GATE_STATUS_SLOTS = 11 };
 struct gate_counters {
 	atomic_uint_fast64_t responses[GATE_BACKENDS][GATE_STATUS_SLOTS];
 	atomic_uint_fast64_t latency_ns_sum[GATE_BACKENDS]; /* successful commands */

@@ -159,11 +159,12 @@ int gate_http_status(int err)
 			return 200;
 		case MQP_ETIMEDOUT:
 			return 504; /* the device did not answer in time */
+		case MQP_EDENIED:
+			return 403; /* the broker's ACL does not let the gateway send this command */
 		case MQP_ECONNECT:
 		case MQP_ECONNLOST:
-		case MQP_EDENIED:
 		case MQP_ETLS:
-			return 502; /* the broker is unreachable or refused us */
+			return 502; /* the broker is unreachable */
 		case MQP_ECLOSED:
 			return 503; /* shutting down */
 		case MQP_EINVAL:
@@ -184,7 +185,7 @@ const char *gate_error_code(int err)
 		case MQP_ECONNLOST:
 			return "broker_connection_lost";
 		case MQP_EDENIED:
-			return "broker_refused";
+			return "forbidden";
 		case MQP_ETLS:
 			return "broker_tls";
 		case MQP_ECLOSED:

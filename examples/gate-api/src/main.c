@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gate.h"
@@ -32,6 +33,7 @@ struct gate {
 	size_t max_body;
 	unsigned max_pending;
 	atomic_bool stopping;
+	atomic_uint active; /* HTTP requests from their headers until their response is sent */
 	struct gate_counters counters;
 };
 
@@ -133,6 +135,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (!c)
 			return MHD_NO;
 		*state = c;
+		atomic_fetch_add(&g->active, 1);
 		int st = gate_route_parse(method, url, &c->route, c->why, sizeof c->why);
 		c->status = st;
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
@@ -190,13 +193,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(
     void *cls, struct MHD_Connection *conn, void **state, enum MHD_RequestTerminationCode why)
 {
-	(void)cls;
 	(void)conn;
 	(void)why;
+	struct gate *g = cls;
 	struct call *c = *state;
 	if (c) {
 		free(c->body);
 		free(c);
+		atomic_fetch_sub(&g->active, 1);
 	}
 	*state = NULL;
 }
@@ -219,8 +223,9 @@ static void usage(FILE *out)
 	    "  POST /devices/{id}/commands/{name}        through libmqttpool (warm connections)\n"
 	    "  POST /naive/devices/{id}/commands/{name}  a new MQTT connection per request\n"
 	    "  GET /healthz, GET /metrics (Prometheus: responses, latency, the pool's statistics)\n"
-	    "Statuses: 200 reply, 400 bad id/name/body, 404, 405, 413 body too large, 502 broker\n"
-	    "unreachable or refused, 503 pool exhausted or shutting down, 504 device timeout.\n"
+	    "Statuses: 200 reply, 400 bad id/name/body, 403 the broker refused the command, 404,\n"
+	    "405, 413 body too large, 502 broker unreachable, 503 pool exhausted or shutting down,\n"
+	    "504 device timeout.\n"
 	    "\n"
 	    "  --broker URL          mqtt://host:port or mqtts://host:port (required)\n"
 	    "  --listen ADDR:PORT    IPv4 address and port to serve on (default 127.0.0.1:8080;\n"
@@ -424,7 +429,7 @@ int main(int argc, char **argv)
 	        | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_POLL | MHD_USE_ITC,
 	    0, NULL, NULL, on_request, &g, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)threads, MHD_OPTION_CONNECTION_TIMEOUT, 60u,
-	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped,
+	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, &g, MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped,
 	    NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
 	if (!d) {
 		fprintf(stderr, "gate-api: cannot listen on %s: %s\n", listen, strerror(errno));
@@ -445,8 +450,16 @@ int main(int argc, char **argv)
 	MHD_socket listen_fd = MHD_quiesce_daemon(d); /* no new connections */
 	if (listen_fd != MHD_INVALID_SOCKET)
 		close(listen_fd);
-	/* Requests in flight finish; new ones on open connections get 503 shutting_down. */
-	int drained = mqp_pool_drain(g.pool, (unsigned)(drain_ns / MQC_NS_PER_MS));
+	/* Requests in flight finish and their responses go out (libmicrohttpd reports each one
+	 * completed once it is sent); new ones on open connections get 503 shutting_down. */
+	uint64_t deadline = mqc_now_ns() + drain_ns;
+	while (atomic_load(&g.active) > 0 && mqc_now_ns() < deadline)
+		nanosleep(&(struct timespec) { .tv_nsec = 2000000 }, NULL);
+	uint64_t now = mqc_now_ns();
+	int drained
+	    = mqp_pool_drain(g.pool, now < deadline ? (unsigned)((deadline - now) / MQC_NS_PER_MS) : 0);
+	if (atomic_load(&g.active) > 0)
+		drained = MQP_ETIMEDOUT;
 	MHD_stop_daemon(d); /* joins the connection threads */
 	mqp_pool_destroy(g.pool);
 	mosquitto_lib_cleanup();

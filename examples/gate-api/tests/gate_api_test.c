@@ -309,6 +309,20 @@ static void an_unreachable_broker_is_502_with_the_reason(void **state)
 	gate_stop(&g, 5000);
 }
 
+static void a_command_the_broker_refuses_is_403(void **state)
+{
+	(void)state;
+	/* The limited user may publish only under limited/#: the broker answers PUBACK 0x87. */
+	const struct tb_info *info = tb_test_info();
+	struct gate g = gate_start(NULL, "--username", info->other_username, "--password",
+	    info->other_password, "--qos", "1", NULL);
+	struct http_result r = http(g.port, "POST", "/devices/a/commands/open", "");
+	char buf[128];
+	if (r.status != 403 || strcmp(json_str(r.body, "error", buf, sizeof buf), "forbidden") != 0)
+		fail_msg("got %d %s", r.status, r.body);
+	gate_stop(&g, 5000);
+}
+
 static void bad_options_are_refused_with_a_message(void **state)
 {
 	(void)state;
@@ -342,6 +356,7 @@ int main(void)
 		cmocka_unit_test(bad_input_is_refused_and_never_published),
 		cmocka_unit_test(beyond_max_pending_is_503_and_shutdown_finishes_what_is_in_flight),
 		cmocka_unit_test(an_unreachable_broker_is_502_with_the_reason),
+		cmocka_unit_test(a_command_the_broker_refuses_is_403),
 		cmocka_unit_test(bad_options_are_refused_with_a_message),
 	};
 	return TB_TEST_RUN(tests, NULL);
