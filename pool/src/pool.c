@@ -952,6 +952,13 @@ void *mqp__io_thread(void *arg)
 
 /* --- public API ----------------------------------------------------------------------------- */
 
+/* The absolute deadline of a call that waits timeout_ms (0: the pool's request_timeout_ms). */
+static uint64_t deadline_in(const struct mqp_pool *p, unsigned timeout_ms)
+{
+	return mqc_now_ns()
+	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
+}
+
 /*
  * Hand op to the I/O thread and wake it. Refused with MQP_ECLOSED while the pool closes, and for
  * new work (requests, publishes, acquires) while it drains; a refused op is freed. An async call
@@ -1050,8 +1057,7 @@ int mqp_pool_request(mqp_pool *p, const char *topic, const void *payload, size_t
 	if (len > 256 * 1024 * 1024)
 		return MQP_ETOOBIG;
 	*reply = (struct mqp_reply) { 0 };
-	uint64_t deadline = mqc_now_ns()
-	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
+	uint64_t deadline = deadline_in(p, timeout_ms);
 	struct op *op = op_new(OP_REQUEST, topic, payload, len, qos, 0, deadline);
 	if (!op)
 		return MQP_ENOMEM;
@@ -1068,8 +1074,7 @@ int mqp_pool_publish(mqp_pool *p, const char *topic, const void *payload, size_t
 		return MQP_EINVAL;
 	if (len > 256 * 1024 * 1024)
 		return MQP_ETOOBIG;
-	uint64_t deadline = mqc_now_ns()
-	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
+	uint64_t deadline = deadline_in(p, timeout_ms);
 	struct op *op = op_new(OP_PUBLISH, topic, payload, len, qos, retain != 0, deadline);
 	if (!op)
 		return MQP_ENOMEM;
@@ -1084,8 +1089,7 @@ static int lease_call(mqp_lease *lease, enum op_kind kind, const char *topic, co
 	mqp_pool *p = lease->pool;
 	if (pthread_equal(pthread_self(), p->thread))
 		return MQP_EDEADLK;
-	uint64_t deadline = mqc_now_ns()
-	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
+	uint64_t deadline = deadline_in(p, timeout_ms);
 	struct op *op = op_new(kind, topic ? topic : "", payload, len, qos, retain, deadline);
 	if (!op)
 		return MQP_ENOMEM;
@@ -1109,8 +1113,7 @@ int mqp_pool_acquire_at(
 	*lease = (mqp_lease) { 0 };
 	if (pthread_equal(pthread_self(), p->thread))
 		return MQP_EDEADLK;
-	uint64_t deadline = mqc_now_ns()
-	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
+	uint64_t deadline = deadline_in(p, timeout_ms);
 	struct op *op = op_new(OP_ACQUIRE, "", NULL, 0, 0, 0, deadline);
 	if (!op)
 		return MQP_ENOMEM;
@@ -1220,8 +1223,7 @@ int mqp_pool_request_async(mqp_pool *p, const char *topic, const void *payload, 
 		return rc;
 	if (p->opt.protocol != 5)
 		return MQP_EINVAL; /* requests need MQTT 5 */
-	uint64_t deadline = mqc_now_ns()
-	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
+	uint64_t deadline = deadline_in(p, timeout_ms);
 	struct op *op = op_new(OP_REQUEST, topic, payload, len, qos, 0, deadline);
 	if (!op)
 		return MQP_ENOMEM;
@@ -1236,8 +1238,7 @@ int mqp_pool_publish_async(mqp_pool *p, const char *topic, const void *payload, 
 	int rc = check_async(p, topic, qos, payload, len, cb != NULL);
 	if (rc != MQP_OK)
 		return rc;
-	uint64_t deadline = mqc_now_ns()
-	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
+	uint64_t deadline = deadline_in(p, timeout_ms);
 	struct op *op = op_new(OP_PUBLISH, topic, payload, len, qos, retain != 0, deadline);
 	if (!op)
 		return MQP_ENOMEM;
@@ -1251,8 +1252,7 @@ int mqp_pool_acquire_async_at(mqp_pool *p, unsigned timeout_ms, mqp_acquire_cb c
 {
 	if (!p || !cb)
 		return MQP_EINVAL;
-	uint64_t deadline = mqc_now_ns()
-	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
+	uint64_t deadline = deadline_in(p, timeout_ms);
 	struct op *op = op_new(OP_ACQUIRE, "", NULL, 0, 0, 0, deadline);
 	if (!op)
 		return MQP_ENOMEM;

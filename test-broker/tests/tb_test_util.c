@@ -103,19 +103,31 @@ struct tb_responder tb_test_spawn(const char *ready, const char *const argv[])
 	return r;
 }
 
-struct tb_responder tb_test_responder(const char *path, const char *first, ...)
+struct tb_responder tb_test_spawn_va(
+    const char *ready, const char *const head[], const char *first, va_list extra)
 {
 	const struct tb_info *info = tb_test_info();
-	const char *args[40] = { path, "--broker", info->mqtt_url, "--username", info->username,
-		"--password", info->password };
-	int argc = 7;
+	const char *args[64];
+	int argc = 0;
+	for (; head[argc] && argc < 40; argc++)
+		args[argc] = head[argc];
+	const char *user[] = { "--username", info->username, "--password", info->password };
+	for (size_t i = 0; i < 4; i++)
+		args[argc++] = user[i];
+	for (const char *a = first; a && argc < 63; a = va_arg(extra, const char *))
+		args[argc++] = a;
+	args[argc] = NULL;
+	return tb_test_spawn(ready, args);
+}
+
+struct tb_responder tb_test_responder(const char *path, const char *first, ...)
+{
+	const char *head[] = { path, "--broker", tb_test_info()->mqtt_url, NULL };
 	va_list ap;
 	va_start(ap, first);
-	for (const char *a = first; a && argc < 39; a = va_arg(ap, const char *))
-		args[argc++] = a;
+	struct tb_responder r = tb_test_spawn_va("RESPONDER_READY", head, first, ap);
 	va_end(ap);
-	args[argc] = NULL;
-	return tb_test_spawn("RESPONDER_READY", args);
+	return r;
 }
 
 struct tb_responder_summary tb_test_responder_stop(struct tb_responder *r)

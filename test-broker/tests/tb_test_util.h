@@ -49,6 +49,14 @@ struct tb_responder tb_test_responder(const char *path, const char *first, ...);
  */
 struct tb_responder tb_test_spawn(const char *ready, const char *const argv[]);
 
+/**
+ * tb_test_spawn of head (NULL-terminated; head[0] a path) followed by the test user's
+ * --username and --password and then the extra arguments: first and the rest of the va_list,
+ * up to a NULL.
+ */
+struct tb_responder tb_test_spawn_va(
+    const char *ready, const char *const head[], const char *first, va_list extra);
+
 /** SIGTERM it, expect exit status 0, and parse its summary line. */
 struct tb_responder_summary tb_test_responder_stop(struct tb_responder *r);
 

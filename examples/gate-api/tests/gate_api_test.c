@@ -25,17 +25,12 @@ struct gate {
 /* Start gate-api against url (NULL: the test broker) with extra arguments, on a free port. */
 static struct gate gate_start(const char *url, const char *first, ...)
 {
-	const struct tb_info *info = tb_test_info();
-	const char *args[40] = { GATE_API_PATH, "--broker", url ? url : info->mqtt_url, "--username",
-		info->username, "--password", info->password, "--listen", "127.0.0.1:0" };
-	int argc = 9;
+	const char *head[] = { GATE_API_PATH, "--broker", url ? url : tb_test_info()->mqtt_url,
+		"--listen", "127.0.0.1:0", NULL };
 	va_list ap;
 	va_start(ap, first);
-	for (const char *a = first; a && argc < 39; a = va_arg(ap, const char *))
-		args[argc++] = a;
+	struct gate g = { .proc = tb_test_spawn_va("GATE_API_READY", head, first, ap) };
 	va_end(ap);
-	args[argc] = NULL;
-	struct gate g = { .proc = tb_test_spawn("GATE_API_READY", args) };
 	FILE *f = fopen(g.proc.log, "r");
 	assert_non_null(f);
 	char line[512];
