@@ -304,6 +304,52 @@ static void an_unreachable_broker_is_502_with_the_reason(void **state)
 	gate_stop(&g, 5000);
 }
 
+static void the_broker_going_down_is_502_then_the_gateway_recovers(void **state)
+{
+	(void)state;
+	struct tb_responder dev
+	    = tb_test_responder(RESPONDER_PATH, "--filter", "devices/+/commands/open", NULL);
+	struct gate g = gate_start(NULL, "--timeout", "3s", NULL);
+	assert_int_equal(http(g.port, "POST", "/devices/a/commands/open", "").status, 200);
+	/* The broker dies: both routes say 502 with the reason, fast; health says 503. */
+	assert_int_equal(tb_broker_signal(tb_test_broker(), SIGKILL), 0);
+	uint64_t until = mqc_now_ns() + 5 * MQC_NS_PER_S;
+	while (tb_broker_alive(tb_test_broker(), NULL) && mqc_now_ns() < until)
+		nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
+	tb_test_responder_kill(&dev); /* it exits when its broker goes */
+	/* The pool has seen the close once /healthz says it has no connection. */
+	until = mqc_now_ns() + 5 * MQC_NS_PER_S;
+	while (http(g.port, "GET", "/healthz", NULL).status != 503 && mqc_now_ns() < until)
+		nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
+	for (int naive = 0; naive < 2; naive++) {
+		uint64_t t0 = mqc_now_ns();
+		struct http_result r = http(g.port, "POST",
+		    naive ? "/naive/devices/a/commands/open" : "/devices/a/commands/open", "");
+		char buf[256];
+		if (r.status != 502
+		    || strcmp(json_str(r.body, "error", buf, sizeof buf), "broker_unreachable") != 0)
+			fail_msg(
+			    "%s route with the broker down: %d %s", naive ? "naive" : "pool", r.status, r.body);
+		assert_true(mqc_now_ns() - t0 < 2 * MQC_NS_PER_S);
+	}
+	/* It comes back: the pool reconnects on its own (backoff at most 5 s). */
+	char err[512];
+	if (tb_broker_restart(tb_test_broker(), err, sizeof err) != 0)
+		fail_msg("restart: %s", err);
+	dev = tb_test_responder(RESPONDER_PATH, "--filter", "devices/+/commands/open", NULL);
+	int status = 0;
+	until = mqc_now_ns() + 10 * MQC_NS_PER_S;
+	while (status != 200 && mqc_now_ns() < until) {
+		status = http(g.port, "POST", "/devices/a/commands/open", "").status;
+		if (status != 200)
+			nanosleep(&(struct timespec) { .tv_nsec = 100000000 }, NULL);
+	}
+	assert_int_equal(status, 200);
+	assert_int_equal(http(g.port, "GET", "/healthz", NULL).status, 200);
+	gate_stop(&g, 5000);
+	tb_test_responder_stop(&dev);
+}
+
 static void a_command_the_broker_refuses_is_403(void **state)
 {
 	(void)state;
@@ -351,6 +397,7 @@ int main(void)
 		cmocka_unit_test(bad_input_is_refused_and_never_published),
 		cmocka_unit_test(beyond_max_pending_is_503_and_shutdown_finishes_what_is_in_flight),
 		cmocka_unit_test(an_unreachable_broker_is_502_with_the_reason),
+		cmocka_unit_test(the_broker_going_down_is_502_then_the_gateway_recovers),
 		cmocka_unit_test(a_command_the_broker_refuses_is_403),
 		cmocka_unit_test(bad_options_are_refused_with_a_message),
 	};
