@@ -36,17 +36,19 @@ enum mqp_err {
 	MQP_OK = 0,
 	MQP_EINVAL = 1, /* bad argument or option (the message says which) */
 	MQP_ENOMEM = 2,
-	MQP_ETIMEDOUT = 3,  /* no reply (or no connection) before the deadline */
-	MQP_ECLOSED = 4,    /* the pool is being destroyed */
-	MQP_ECONNECT = 5,   /* cannot connect to the broker: see mqp_pool_last_error() */
-	MQP_ECONNLOST = 6,  /* the connection carrying the request dropped before the reply */
-	MQP_EDENIED = 7,    /* the broker refused the publish (v5 reason code >= 0x80) */
-	MQP_ETLS = 8,       /* TLS setup failed (CA, certificate or key file) */
-	MQP_ETOOBIG = 9,    /* payload or topic too large */
-	MQP_EDEADLK = 10,   /* a blocking call from the pool's own thread */
-	MQP_ERELEASED = 11, /* the lease was released (double release, use after release) */
-	MQP_EBUSY = 12,     /* another receive is already waiting on this lease */
-	MQP_ECANCELED = 13, /* an async call cancelled by mqp_pool_cancel */
+	MQP_ETIMEDOUT = 3,   /* no reply (or no connection) before the deadline */
+	MQP_ECLOSED = 4,     /* the pool is being destroyed */
+	MQP_ECONNECT = 5,    /* cannot connect to the broker: see mqp_pool_last_error() */
+	MQP_ECONNLOST = 6,   /* the connection carrying the request dropped before the reply */
+	MQP_EDENIED = 7,     /* the broker refused the publish (v5 reason code >= 0x80) */
+	MQP_ETLS = 8,        /* TLS setup failed (CA, certificate or key file) */
+	MQP_ETOOBIG = 9,     /* payload or topic too large */
+	MQP_EDEADLK = 10,    /* a blocking call from the pool's own thread */
+	MQP_ERELEASED = 11,  /* the lease was released (double release, use after release) */
+	MQP_EBUSY = 12,      /* another receive is already waiting on this lease */
+	MQP_ECANCELED = 13,  /* an async call cancelled by mqp_pool_cancel */
+	MQP_EEXHAUSTED = 14, /* no connection could take the request or publish before its deadline:
+	                        it was never sent, so it is safe to retry */
 };
 
 #define MQP_LOG_WARNING 1
@@ -127,7 +129,8 @@ MQP_API void mqp_reply_free(struct mqp_reply *reply);
  *
  * @param timeout_ms 0: the pool's request_timeout_ms.
  * @param qos 0, 1 or 2 for the command.
- * @return MQP_OK with *reply filled (free with mqp_reply_free), MQP_ETIMEDOUT, MQP_ECONNECT
+ * @return MQP_OK with *reply filled (free with mqp_reply_free), MQP_ETIMEDOUT (sent, no reply in
+ *         time), MQP_EEXHAUSTED (every connection stayed busy: never sent), MQP_ECONNECT
  *         (no connection could be made; mqp_pool_last_error says why), MQP_ECONNLOST,
  *         MQP_EDENIED, MQP_ECLOSED, MQP_EINVAL, MQP_ETOOBIG, MQP_ENOMEM, MQP_EDEADLK.
  */
@@ -137,8 +140,8 @@ MQP_API int mqp_pool_request(mqp_pool *pool, const char *topic, const void *payl
 /**
  * Publish one message and wait until it is written (QoS 0) or acknowledged (QoS 1/2), at most
  * timeout_ms (0: request_timeout_ms).
- * @return MQP_OK, MQP_ETIMEDOUT, MQP_ECONNECT, MQP_ECONNLOST, MQP_EDENIED, MQP_ECLOSED,
- *         MQP_EINVAL, MQP_ENOMEM, MQP_EDEADLK.
+ * @return MQP_OK, MQP_ETIMEDOUT, MQP_EEXHAUSTED, MQP_ECONNECT, MQP_ECONNLOST, MQP_EDENIED,
+ *         MQP_ECLOSED, MQP_EINVAL, MQP_ENOMEM, MQP_EDEADLK.
  */
 MQP_API int mqp_pool_publish(mqp_pool *pool, const char *topic, const void *payload, size_t len,
     int qos, int retain, unsigned timeout_ms);
@@ -276,7 +279,8 @@ typedef void (*mqp_acquire_cb)(void *userdata, int result, mqp_lease lease);
 
 /**
  * mqp_pool_request without waiting. If it returns MQP_OK the callback runs exactly once — with
- * the reply, MQP_ETIMEDOUT, MQP_ECONNECT, MQP_ECONNLOST, MQP_EDENIED, MQP_ENOMEM, MQP_ECANCELED,
+ * the reply, MQP_ETIMEDOUT, MQP_EEXHAUSTED, MQP_ECONNECT, MQP_ECONNLOST, MQP_EDENIED, MQP_ENOMEM,
+ * MQP_ECANCELED,
  * or MQP_ECLOSED when the pool is destroyed first (mqp_pool_destroy returns after every callback
  * has run). If it returns an error the callback never runs.
  * @param ticket NULL, or where to store the call's ticket for mqp_pool_cancel (stored before the
@@ -345,7 +349,8 @@ struct mqp_pool_stats {
 	unsigned queued;   /* requests, publishes and acquires waiting for a connection */
 	unsigned leased;   /* connections borrowed by mqp_pool_acquire */
 	/* counters */
-	uint64_t requests, replies, timeouts, late_replies, strays, duplicates;
+	uint64_t requests, replies, late_replies, strays, duplicates;
+	uint64_t timeouts; /* calls that ended at their deadline (MQP_ETIMEDOUT, MQP_EEXHAUSTED) */
 	uint64_t publishes;
 	uint64_t acquires, acquire_timeouts, releases, double_releases, stale_dropped;
 	uint64_t waits;   /* acquires, requests and publishes that found no connection free and

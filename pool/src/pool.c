@@ -147,7 +147,7 @@ static void finish(struct mqp_pool *p, struct op *op, int result)
 		op->receiving_on->receiver = NULL;
 		op->receiving_on = NULL;
 	}
-	if (result == MQP_ETIMEDOUT)
+	if (result == MQP_ETIMEDOUT || result == MQP_EEXHAUSTED)
 		atomic_fetch_add(&p->stats.timeouts, 1);
 	if (result == MQP_ETIMEDOUT && op->kind == OP_ACQUIRE)
 		atomic_fetch_add(&p->stats.acquire_timeouts, 1);
@@ -811,7 +811,11 @@ static void expire(struct mqp_pool *p, uint64_t now)
 		if (op->queued) { /* never got a connection */
 			mqp__fifo_remove(op->kind == OP_ACQUIRE ? &p->acquirers : &p->queue, op);
 			left_queue(p, op, false);
-			finish(p, op, p->connect_failed ? MQP_ECONNECT : MQP_ETIMEDOUT);
+			/* A request or publish that never left the queue was never sent: say so. */
+			finish(p, op,
+			    p->connect_failed            ? MQP_ECONNECT
+			        : op->kind == OP_ACQUIRE ? MQP_ETIMEDOUT
+			                                 : MQP_EEXHAUSTED);
 		} else {
 			finish(p, op, MQP_ETIMEDOUT);
 		}
@@ -1384,6 +1388,7 @@ const char *mqp_strerror(int err)
 		[MQP_ERELEASED] = "lease already released",
 		[MQP_EBUSY] = "another receive is waiting on this lease",
 		[MQP_ECANCELED] = "cancelled",
+		[MQP_EEXHAUSTED] = "no connection free before the deadline (not sent)",
 	};
 	if (err < 0 || (size_t)err >= sizeof names / sizeof names[0] || !names[err])
 		return "unknown error";

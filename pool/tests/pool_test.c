@@ -849,6 +849,43 @@ static void on_published(void *userdata, int result)
 	atomic_fetch_add(&d->calls, 1);
 }
 
+static void a_request_that_never_gets_a_connection_is_exhausted(void **state)
+{
+	(void)state;
+	struct tb_responder r
+	    = tb_test_responder(RESPONDER_PATH, "--filter", "mute/cmd", "--drop", "1", NULL);
+	struct mqp_reply reply;
+	struct mqp_pool_stats st;
+	/* One connection carrying one request at most: a second request waits in the queue and,
+	 * never sent, ends with MQP_EEXHAUSTED rather than a timeout that hides whether the device
+	 * got it. */
+	struct mqp_pool_options o = { .max_size = 1, .min_size = 1, .max_inflight = 1 };
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
+	static struct done_call first;
+	atomic_store(&first.calls, 0);
+	assert_int_equal(
+	    mqp_pool_publish_async(p, "mute/warm", "x", 1, 1, 0, 3000, on_published, &first, NULL),
+	    MQP_OK); /* wait until the connection is up */
+	uint64_t until = mqc_now_ns() + 3 * MQC_NS_PER_S;
+	while (atomic_load(&first.calls) == 0 && mqc_now_ns() < until)
+		nanosleep(&(struct timespec) { .tv_nsec = 2000000 }, NULL);
+	assert_int_equal(atomic_load(&first.result), MQP_OK);
+	static struct async_call busy;
+	memset(&busy, 0, sizeof busy);
+	assert_int_equal(
+	    mqp_pool_request_async(p, "mute/cmd", "x", 1, 0, 5000, on_async_reply, &busy, NULL),
+	    MQP_OK);
+	assert_int_equal(mqp_pool_request(p, "mute/cmd", "y", 1, 0, 200, &reply), MQP_EEXHAUSTED);
+	mqp_pool_stats(p, &st);
+	assert_int_equal(st.requests, 1); /* the second was never published */
+	assert_true(st.waits >= 1);
+	assert_string_equal(
+	    mqp_strerror(MQP_EEXHAUSTED), "no connection free before the deadline (not sent)");
+	mqp_pool_destroy(p);
+	assert_int_equal(atomic_load(&busy.result), MQP_ECLOSED);
+	tb_test_responder_stop(&r);
+}
+
 static void async_publish_and_discard(void **state)
 {
 	(void)state;
@@ -1055,6 +1092,7 @@ int main(void)
 		cmocka_unit_test(legacy_fixed_reply_topic_is_safe),
 		cmocka_unit_test(drain_waits_for_calls_and_leases_then_refuses_new_work),
 		cmocka_unit_test(async_publish_and_discard),
+		cmocka_unit_test(a_request_that_never_gets_a_connection_is_exhausted),
 		cmocka_unit_test(mqtt311_leases_work_and_are_discarded_after_subscribing),
 	};
 	return TB_TEST_RUN(tests, NULL);

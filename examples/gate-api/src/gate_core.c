@@ -166,7 +166,8 @@ int gate_http_status(int err)
 		case MQP_ETLS:
 			return 502; /* the broker is unreachable */
 		case MQP_ECLOSED:
-			return 503; /* shutting down */
+		case MQP_EEXHAUSTED:
+			return 503; /* shutting down, or every pooled connection stayed busy */
 		case MQP_EINVAL:
 		case MQP_ETOOBIG:
 			return 400;
@@ -190,6 +191,8 @@ const char *gate_error_code(int err)
 			return "broker_tls";
 		case MQP_ECLOSED:
 			return "shutting_down";
+		case MQP_EEXHAUSTED:
+			return "pool_exhausted";
 		case MQP_EINVAL:
 		case MQP_ETOOBIG:
 			return "bad_request";
