@@ -342,8 +342,9 @@ MQP_API void mqp_pool_latency(mqp_pool *pool, struct mqp_latency *request,
 /** A snapshot of the pool's gauges and counters. */
 struct mqp_pool_stats {
 	/* gauges */
-	unsigned size;  /* connections open or opening */
-	unsigned ready; /* connected and subscribed to their inbox */
+	unsigned size;      /* connections open or opening */
+	unsigned ready;     /* connected and subscribed to their inbox */
+	unsigned available; /* ready, idle (no request in flight) and not leased */
 	unsigned connecting;
 	unsigned inflight; /* requests and publishes on a connection, awaiting completion */
 	unsigned queued;   /* requests, publishes and acquires waiting for a connection */

@@ -833,14 +833,19 @@ static void expire(struct mqp_pool *p, uint64_t now)
 
 static void publish_gauges(struct mqp_pool *p)
 {
-	unsigned ready, connecting, inflight, queued = 0;
+	unsigned ready, connecting, inflight, queued = 0, available = 0;
 	unsigned open = count_open(p, &ready, &connecting, &inflight);
+	for (unsigned i = 0; i < p->opt.max_size; i++) {
+		const struct pconn *c = &p->conns[i];
+		available += c->open && c->ready && !c->dead && !c->leased && c->inflight == 0;
+	}
 	for (struct op *op = p->queue.head; op; op = op->queue_next)
 		queued++;
 	for (struct op *op = p->acquirers.head; op; op = op->queue_next)
 		queued++; /* waiting for a connection to borrow */
 	atomic_store(&p->stats.size, open);
 	atomic_store(&p->stats.ready, ready);
+	atomic_store(&p->stats.available, available);
 	atomic_store(&p->stats.connecting, connecting);
 	atomic_store(&p->stats.queued, queued);
 }
@@ -1335,6 +1340,7 @@ void mqp_pool_stats(mqp_pool *p, struct mqp_pool_stats *out)
 	*out = (struct mqp_pool_stats) {
 		.size = atomic_load(&p->stats.size),
 		.ready = atomic_load(&p->stats.ready),
+		.available = atomic_load(&p->stats.available),
 		.connecting = atomic_load(&p->stats.connecting),
 		.inflight = atomic_load(&p->stats.inflight),
 		.queued = atomic_load(&p->stats.queued),

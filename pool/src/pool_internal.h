@@ -117,7 +117,7 @@ struct pconn {
 };
 
 struct pool_stats {
-	atomic_uint size, ready, connecting, inflight, queued, leased;
+	atomic_uint size, ready, available, connecting, inflight, queued, leased;
 	atomic_uint_fast64_t acquires, acquire_timeouts, releases, double_releases, stale_dropped;
 	atomic_uint_fast64_t waits, cancels;
 	atomic_uint_fast64_t closes_idle, closes_lifetime, leaks;

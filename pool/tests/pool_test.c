@@ -507,6 +507,18 @@ static void acquire_waits_in_fifo_order_and_times_out(void **state)
 	assert_int_equal(st.size, 1);
 	/* The timed-out acquire and the three waiters (and the first, if the pool was not warm). */
 	assert_true(st.waits >= 4 && st.waits <= 5);
+	/* Every lease is back: the one connection is available again (gauges follow within a loop). */
+	uint64_t until = mqc_now_ns() + 2 * MQC_NS_PER_S;
+	for (mqp_pool_stats(p, &st); (st.available != 1 || st.leased != 0) && mqc_now_ns() < until;
+	     mqp_pool_stats(p, &st))
+		nanosleep(&(struct timespec) { .tv_nsec = 1000000 }, NULL);
+	assert_int_equal(st.available, 1);
+	assert_int_equal(mqp_pool_acquire(p, 3000, &held), MQP_OK);
+	until = mqc_now_ns() + 2 * MQC_NS_PER_S;
+	for (mqp_pool_stats(p, &st); st.available != 0 && mqc_now_ns() < until; mqp_pool_stats(p, &st))
+		nanosleep(&(struct timespec) { .tv_nsec = 1000000 }, NULL);
+	assert_int_equal(st.available, 0); /* borrowed is not available */
+	assert_int_equal(mqp_lease_release(&held), MQP_OK);
 	mqp_pool_destroy(p);
 }
 

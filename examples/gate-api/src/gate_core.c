@@ -319,6 +319,8 @@ char *gate_metrics_text(const struct gate_counters *c, mqp_pool *pool)
 		} rows[] = {
 			{ "mqttpool_connections", "gauge", "Connections open or opening.", s.size },
 			{ "mqttpool_connections_ready", "gauge", "Connections ready for requests.", s.ready },
+			{ "mqttpool_connections_available", "gauge",
+			    "Ready connections with nothing in flight.", s.available },
 			{ "mqttpool_inflight", "gauge", "Requests on a connection awaiting completion.",
 			    s.inflight },
 			{ "mqttpool_queued", "gauge", "Calls waiting for a connection.", s.queued },
