@@ -345,11 +345,12 @@ char *gate_metrics_text(const struct gate_counters *c, mqp_pool *pool)
 		struct mqp_latency lat;
 		mqp_pool_latency(pool, &lat, NULL, NULL);
 		fprintf(f,
-		    "# HELP mqttpool_request_latency_seconds Request latency (call to reply) since start.\n"
+		    "# HELP mqttpool_request_latency_seconds Request latency (call to reply) since start, "
+		    "by percentile.\n"
 		    "# TYPE mqttpool_request_latency_seconds gauge\n"
-		    "mqttpool_request_latency_seconds{quantile=\"0.5\"} %.6f\n"
-		    "mqttpool_request_latency_seconds{quantile=\"0.99\"} %.6f\n"
-		    "mqttpool_request_latency_seconds{quantile=\"0.999\"} %.6f\n"
+		    "mqttpool_request_latency_seconds{percentile=\"50\"} %.6f\n"
+		    "mqttpool_request_latency_seconds{percentile=\"99\"} %.6f\n"
+		    "mqttpool_request_latency_seconds{percentile=\"99.9\"} %.6f\n"
 		    "# HELP mqttpool_request_latency_observations_total Requests measured.\n"
 		    "# TYPE mqttpool_request_latency_observations_total counter\n"
 		    "mqttpool_request_latency_observations_total %llu\n",

@@ -176,6 +176,12 @@ static void commands_round_trip_on_both_routes(void **state)
 	assert_true(mqc_prom_value(r.body, "gate_api_responses_total{route=\"naive\",status=\"200\"}")
 	    == 1 + 4 * 25);
 	assert_true(mqc_prom_value(r.body, "mqttpool_connections") <= 10); /* the pool's max */
+	/* Well-formed for Prometheus: promtool (Debian's prometheus package) checks the text. */
+	FILE *check = popen("promtool check metrics >/dev/null 2>&1", "w");
+	assert_non_null(check);
+	fputs(r.body, check);
+	int promtool = pclose(check);
+	assert_true(WIFEXITED(promtool) && WEXITSTATUS(promtool) == 0);
 	gate_stop(&g, 5000);
 	tb_test_responder_stop(&dev);
 }
