@@ -129,18 +129,19 @@ int gate_naive_request(const struct gate_naive_config *cfg, const char *topic, c
 		rc = MQP_ECONNECT;
 		goto out;
 	}
-	int mrc = mosquitto_connect(m, cfg->host, cfg->port, 30);
+	/* Non-blocking connect: a blocking one can hang for minutes on an unanswered SYN (name
+	 * resolution still blocks: give the gateway an address, or a resolver that answers). */
+	int mrc = mosquitto_connect_async(m, cfg->host, cfg->port, 30);
+	while (mrc == MOSQ_ERR_SUCCESS && r.connack < 0 && rc == MQP_OK) {
+		if (mqc_now_ns() >= deadline)
+			rc = MQP_ETIMEDOUT;
+		else
+			mrc = mosquitto_loop(m, 10, 1);
+	}
 	if (mrc != MOSQ_ERR_SUCCESS) {
 		snprintf(err, err_len, "connect to %s:%d: %s", cfg->host, cfg->port,
 		    mrc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(mrc));
 		rc = MQP_ECONNECT;
-		goto out;
-	}
-	while (r.connack < 0 && rc == MQP_OK) {
-		if (mqc_now_ns() >= deadline)
-			rc = MQP_ETIMEDOUT;
-		else if (mosquitto_loop(m, 10, 1) != MOSQ_ERR_SUCCESS)
-			rc = MQP_ECONNECT;
 	}
 	if (rc == MQP_OK && r.connack != 0) {
 		snprintf(
