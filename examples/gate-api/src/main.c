@@ -141,8 +141,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
 		uint64_t declared = 0;
 		if (st == 0 && cl && mqc_parse_u64(cl, 0, UINT64_MAX, &declared) == 0
-		    && declared > g->max_body)
-			c->too_big = true; /* answered once the body is drained */
+		    && declared > g->max_body) {
+			c->too_big = true; /* answer now: no need to read what we refuse */
+			return run_command(g, conn, c);
+		}
 		return MHD_YES;
 	}
 	if (*upload_data_size) {
