@@ -524,11 +524,13 @@ static void conn_settle(struct mqp_pool *p, struct pconn *c)
 
 /* --- the I/O thread ------------------------------------------------------------------------ */
 
+/* Connections open or opening; of them ready, connecting, and available (ready, idle, not
+ * leased). */
 static unsigned count_open(
-    const struct mqp_pool *p, unsigned *ready, unsigned *connecting, unsigned *inflight)
+    const struct mqp_pool *p, unsigned *ready, unsigned *connecting, unsigned *available)
 {
 	unsigned open = 0;
-	*ready = *connecting = *inflight = 0;
+	*ready = *connecting = *available = 0;
 	for (unsigned i = 0; i < p->opt.max_size; i++) {
 		const struct pconn *c = &p->conns[i];
 		if (!c->open)
@@ -536,7 +538,7 @@ static unsigned count_open(
 		open++;
 		*ready += c->ready;
 		*connecting += !c->ready;
-		*inflight += c->inflight;
+		*available += c->ready && !c->dead && !c->leased && c->inflight == 0;
 	}
 	return open;
 }
@@ -641,8 +643,8 @@ static void dispatch(struct mqp_pool *p)
 		atomic_fetch_add(&p->stats.acquires, 1);
 		finish(p, op, MQP_OK);
 	}
-	unsigned ready, connecting, inflight;
-	unsigned open = count_open(p, &ready, &connecting, &inflight);
+	unsigned ready, connecting, available;
+	unsigned open = count_open(p, &ready, &connecting, &available);
 	bool waiting = p->queue.head || p->acquirers.head;
 	if (mqp__should_open(open, connecting, waiting, p->opt.min_size, p->opt.max_size))
 		open_one(p);
@@ -833,12 +835,8 @@ static void expire(struct mqp_pool *p, uint64_t now)
 
 static void publish_gauges(struct mqp_pool *p)
 {
-	unsigned ready, connecting, inflight, queued = 0, available = 0;
-	unsigned open = count_open(p, &ready, &connecting, &inflight);
-	for (unsigned i = 0; i < p->opt.max_size; i++) {
-		const struct pconn *c = &p->conns[i];
-		available += c->open && c->ready && !c->dead && !c->leased && c->inflight == 0;
-	}
+	unsigned ready, connecting, available, queued = 0;
+	unsigned open = count_open(p, &ready, &connecting, &available);
 	for (struct op *op = p->queue.head; op; op = op->queue_next)
 		queued++;
 	for (struct op *op = p->acquirers.head; op; op = op->queue_next)
@@ -853,8 +851,8 @@ static void publish_gauges(struct mqp_pool *p)
 /* Idle connections above min_size close; old ones retire; long-held leases are reported. */
 static void housekeeping(struct mqp_pool *p, uint64_t now)
 {
-	unsigned ready, connecting, inflight;
-	unsigned open = count_open(p, &ready, &connecting, &inflight);
+	unsigned ready, connecting, available;
+	unsigned open = count_open(p, &ready, &connecting, &available);
 	uint64_t idle = (uint64_t)p->opt.idle_timeout_ms * MQC_NS_PER_MS;
 	for (unsigned i = 0; i < p->opt.max_size; i++) {
 		struct pconn *c = &p->conns[i];
