@@ -36,7 +36,8 @@ enum mqp_err {
 	MQP_OK = 0,
 	MQP_EINVAL = 1, /* bad argument or option (the message says which) */
 	MQP_ENOMEM = 2,
-	MQP_ETIMEDOUT = 3,   /* no reply (or no connection) before the deadline */
+	MQP_ETIMEDOUT = 3,   /* the deadline passed: a request sent but not answered, an acquire
+	                        with no connection free, a subscribe or receive with no answer */
 	MQP_ECLOSED = 4,     /* the pool is being destroyed */
 	MQP_ECONNECT = 5,    /* cannot connect to the broker: see mqp_pool_last_error() */
 	MQP_ECONNLOST = 6,   /* the connection carrying the request dropped before the reply */
@@ -280,9 +281,8 @@ typedef void (*mqp_acquire_cb)(void *userdata, int result, mqp_lease lease);
 /**
  * mqp_pool_request without waiting. If it returns MQP_OK the callback runs exactly once — with
  * the reply, MQP_ETIMEDOUT, MQP_EEXHAUSTED, MQP_ECONNECT, MQP_ECONNLOST, MQP_EDENIED, MQP_ENOMEM,
- * MQP_ECANCELED,
- * or MQP_ECLOSED when the pool is destroyed first (mqp_pool_destroy returns after every callback
- * has run). If it returns an error the callback never runs.
+ * MQP_ECANCELED, or MQP_ECLOSED when the pool is destroyed first (mqp_pool_destroy returns after
+ * every callback has run). If it returns an error the callback never runs.
  * @param ticket NULL, or where to store the call's ticket for mqp_pool_cancel (stored before the
  *        callback can run).
  * @return MQP_OK, MQP_EINVAL, MQP_ETOOBIG, MQP_ENOMEM, MQP_ECLOSED.
