@@ -63,7 +63,7 @@ configmaps = {d["metadata"]["name"]: d for _, d in by_kind.get("ConfigMap", [])}
 programs = []  # (where, argv) run in containers
 
 
-def check_pod(where, spec, labels):
+def check_pod(where, spec):
     containers = spec.get("containers") or []
     if not containers:
         problem(where, "no containers")
@@ -97,7 +97,7 @@ for where, d in by_kind.get("Deployment", []):
     if not sel.items() <= labels.items():
         problem(where, f"selector {sel} does not match the pod labels {labels}")
     spec = need(d, "spec.template.spec", where) or {}
-    ports = check_pod(where, spec, labels)
+    ports = check_pod(where, spec)
     ann = d["spec"]["template"]["metadata"].get("annotations", {})
     if ann.get("prometheus.io/scrape") == "true" and int(ann.get("prometheus.io/port", 0)) not in ports.values():
         problem(where, f"prometheus.io/port {ann.get('prometheus.io/port')} is not a container port")
@@ -138,7 +138,7 @@ for where, d in jobs:
     pod = need(d, "spec.template.spec", where) or {}
     if pod.get("restartPolicy") not in ("Never", "OnFailure"):
         problem(where, "a Job's pods need restartPolicy Never or OnFailure")
-    check_pod(where, pod, {})
+    check_pod(where, pod)
     text = " ".join(str(x) for c in pod.get("containers", []) for x in c.get("command", []) + c.get("args", []))
     for needle in ("--prefix", "JOB_COMPLETION_INDEX", "--json"):
         if needle not in text:
