@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mqc_hist.h"
+
 void bench_put_u32le(unsigned char *out, uint32_t v)
 {
 	for (int i = 0; i < 4; i++)
@@ -104,4 +106,23 @@ bool bench_stream_record(struct bench_stream *s, uint32_t seq)
 	else
 		s->highest = seq + 1;
 	return true;
+}
+
+double bench_delayed_ack_share(const struct mqc_hist *h)
+{
+	if (!h->count)
+		return 0;
+	const uint64_t ms = 1000000;
+	uint64_t near = 0;
+	for (size_t i = 0; i < h->nbuckets; i++) {
+		if (!h->counts[i])
+			continue;
+		uint64_t lo, hi;
+		mqc_hist_bucket_range(h->sub_bits, i, &lo, &hi);
+		uint64_t mid = lo / 2 + hi / 2;
+		for (uint64_t k = 1; k <= 5; k++)
+			if (mid >= k * 40 * ms - 2 * ms && mid <= k * 40 * ms + 8 * ms)
+				near += h->counts[i];
+	}
+	return (double)near / (double)h->count;
 }

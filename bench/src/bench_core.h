@@ -78,4 +78,16 @@ struct bench_counts {
 	bool generator_saturated;
 };
 
+/* --- diagnosis ---------------------------------------------------------------------------- */
+
+struct mqc_hist;
+
+/**
+ * The share (0..1) of a latency histogram's samples that sit just above a multiple of 40 ms
+ * (k x 40 ms - 2 ms to k x 40 ms + 8 ms, k = 1..5): the mark of Nagle's algorithm waiting for a
+ * delayed ACK (Linux delays an ACK by at least 40 ms), as a broker with mosquitto's default
+ * `set_tcp_nodelay false` shows on any real network. 0 for an empty histogram.
+ */
+double bench_delayed_ack_share(const struct mqc_hist *h);
+
 #endif

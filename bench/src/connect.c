@@ -522,9 +522,11 @@ int bench_run_connect(const struct bench_opts *o)
 		printf("},\"broker_usage\":{\"cpu_mean_pct\":%.1f,\"cpu_peak_pct\":%.1f,"
 		       "\"rss_max_bytes\":%.0f,\"rss_per_held_connection\":%.0f}",
 		    cpu_mean, usage.peak_pct, usage.ok ? usage.rss_max : -1, per_conn);
-		if (p0.ok && p1.ok)
+		if (p0.ok && p1.ok && p1.has_connects)
 			printf(",\"probe\":{\"connects\":%.0f,\"disconnects\":%.0f}", p1.connects - p0.connects,
 			    p1.disconnects - p0.disconnects);
+		else if (p0.ok && p1.ok)
+			printf(",\"probe\":{\"disconnects\":%.0f}", p1.disconnects - p0.disconnects);
 		printf("}\n");
 	} else {
 		printf("connect %u clients at %.0f/s (concurrency %u) against %s\n", o->clients,
@@ -549,9 +551,15 @@ int bench_run_connect(const struct bench_opts *o)
 			       "%.0f B per held connection)\n",
 			    cpu_mean, usage.peak_pct, usage.rss_max / 1e6, (usage.rss_max - usage.rss0) / 1e6,
 			    per_conn);
-		if (p0.ok && p1.ok)
+		if (p0.ok && p1.ok && p1.has_connects)
 			printf("broker (probe): connects +%.0f   disconnects +%.0f\n",
 			    p1.connects - p0.connects, p1.disconnects - p0.disconnects);
+		else if (p0.ok && p1.ok)
+			printf("broker (probe): connects n/a (the probe counts them only with observe_auth)"
+			       "   disconnects +%.0f\n",
+			    p1.disconnects - p0.disconnects);
+		else if (o->metrics_url)
+			printf("broker (probe): n/a (%s could not be read)\n", o->metrics_url);
 	}
 	int rc = 0;
 	if (interrupted) {

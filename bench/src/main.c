@@ -2,6 +2,7 @@
  * main.c - mqbench: the command line.
  */
 #define _GNU_SOURCE
+#include <curl/curl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,7 @@ static void usage(enum bench_scenario sc)
 	    "Common options:\n"
 	    "  --broker URL          mqtt://host:port or mqtts://host:port (required)\n"
 	    "  --cafile F --cert F --key F   TLS (CA verification and hostname check)\n"
-	    "  --username U --password P\n"
+	    "  --username U --password P   credentials (or MQTT_USERNAME, MQTT_PASSWORD: not in ps)\n"
 	    "  --qos 0|1|2           default 0\n"
 	    "  --protocol 3.1.1|5    default 5\n"
 	    "  --duration D          run length (default 10s; e.g. 500ms, 2m)\n"
@@ -47,7 +48,8 @@ static void usage(enum bench_scenario sc)
 	    "  --size N              payload bytes, >= 16 (default 16; >= 20 adds actual-send time)\n"
 	    "  --seed N              run id and choices (default: from the clock)\n"
 	    "  --json                JSON result on stdout (progress stays on stderr)\n"
-	    "  --metrics-url URL     the probe's /metrics: report what the broker saw\n"
+	    "  --metrics-url URL     the probe's /metrics (http[s]://host:port/metrics, any host):\n"
+	    "                        report what the broker saw; n/a when it cannot be read\n"
 	    "  --broker-pid PID      sample the broker's CPU and memory from /proc\n"
 	    "  --max-loss PCT        exit 1 when loss exceeds PCT percent (default: report only)\n"
 	    "  --drain D             longest wait for late deliveries after the last send (10s)\n");
@@ -185,6 +187,8 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		.protocol = 5,
 		.duration_ns = 10 * MQC_NS_PER_S,
 		.prefix = "mqbench",
+		.username = getenv("MQTT_USERNAME"),
+		.password = getenv("MQTT_PASSWORD"),
 		.size = 16,
 		.seed = mqc_wall_ns(),
 		.max_loss_pct = 100,
@@ -414,6 +418,10 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		fprintf(stderr, "mqbench: --broker: %s\n", err);
 		return 2;
 	}
+	if (o->metrics_url && bench_metrics_url_check(o->metrics_url, err, sizeof err) != 0) {
+		fprintf(stderr, "mqbench: --metrics-url: %s\n", err);
+		return 2;
+	}
 	if (o->url.tls && !o->cafile) {
 		fprintf(stderr, "mqbench: %s needs --cafile to verify the broker\n", o->broker);
 		return 2;
@@ -439,6 +447,11 @@ int main(int argc, char **argv)
 	}
 	/* Wake-ups on the schedule: the default 50 us timer slack would add to every slot's lag. */
 	prctl(PR_SET_TIMERSLACK, 1000UL);
+	/* Before any thread: reading the probe uses libcurl from the scenarios' threads. */
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+		fprintf(stderr, "mqbench: curl_global_init failed\n");
+		return 1;
+	}
 	if (strcmp(argv[1], "merge") == 0)
 		return bench_merge(argc - 1, argv + 1);
 	if (strcmp(argv[1], "report") == 0)

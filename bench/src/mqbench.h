@@ -65,15 +65,28 @@ struct cJSON;
 /** Rebuild a histogram from the "hist" object of a --json result. Returns 0 or -1. */
 int bench_hist_from_json(const struct cJSON *h, struct mqc_hist *out);
 
+/** Warn on stderr when h looks like Nagle meeting delayed ACKs (bench_delayed_ack_share). */
+void bench_warn_delayed_ack(const char *what, const struct mqc_hist *h);
+
 /* --- the broker's side ------------------------------------------------------------------- */
 
 struct probe_sample {
 	bool ok;
+	bool has_connects; /* the probe counts connects only with its observe_auth */
 	double connects, disconnects, messages_in, deliveries, fanout_sum, fanout_count;
 	double cpu_seconds, resident_bytes;
 };
 
-/** GET the probe's /metrics; ok=false if it cannot be read. */
+/**
+ * Check that url is an http:// or https:// URL with a host (any name, IPv4 or [IPv6] address,
+ * any port). Returns 0, or -1 with the reason in err.
+ */
+int bench_metrics_url_check(const char *url, char *err, size_t errlen);
+
+/**
+ * GET the probe's /metrics (libcurl, 3 s deadline). ok=false when metrics_url is NULL or the page
+ * cannot be read or holds no probe metrics; the first such failure is a warning on stderr.
+ */
 void bench_probe_read(const char *metrics_url, struct probe_sample *s);
 
 /** CPU seconds and resident bytes of a process from /proc; false if it is gone. */

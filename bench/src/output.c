@@ -4,11 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "mqbench.h"
-#include "mqc_http.h"
-#include "mqc_url.h"
 
 const char *bench_fmt_ns(uint64_t ns, char *buf, size_t len)
 {
@@ -51,71 +48,14 @@ void bench_json_hist(FILE *out, const char *name, const struct mqc_hist *h)
 	fputc('}', out);
 }
 
-/* Sum of every sample whose name (up to '{' or ' ') is exactly name. */
-static double prom_sum(const char *text, const char *name, bool *found)
+void bench_warn_delayed_ack(const char *what, const struct mqc_hist *h)
 {
-	size_t n = strlen(name);
-	double sum = 0;
-	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-		if (strncmp(p, name, n) != 0 || (p[n] != '{' && p[n] != ' '))
-			continue;
-		const char *v = p[n] == ' ' ? p + n + 1 : strchr(p, '}');
-		if (v && *v == '}')
-			v += 2;
-		if (v) {
-			sum += strtod(v, NULL);
-			*found = true;
-		}
-	}
-	return sum;
-}
-
-void bench_probe_read(const char *metrics_url, struct probe_sample *s)
-{
-	*s = (struct probe_sample) { 0 };
-	int port = 0;
-	char path[256] = "/metrics";
-	if (!metrics_url || sscanf(metrics_url, "http://127.0.0.1:%d%255s", &port, path) < 1)
+	double share = bench_delayed_ack_share(h);
+	if (share < 0.2)
 		return;
-	struct mqc_http_response r;
-	if (mqc_http_get(port, path, &r) != 0 || r.status != 200) {
-		mqc_http_response_free(&r);
-		return;
-	}
-	bool found = false;
-	s->messages_in = prom_sum(r.body, "mosquitto_messages_received_total", &found);
-	s->ok = found;
-	s->connects = prom_sum(r.body, "mosquitto_connects_total", &found);
-	s->disconnects = prom_sum(r.body, "mosquitto_disconnects_total", &found);
-	s->deliveries = prom_sum(r.body, "mosquitto_deliveries_total", &found);
-	s->fanout_sum = prom_sum(r.body, "mosquitto_message_fanout_sum", &found);
-	s->fanout_count = prom_sum(r.body, "mosquitto_message_fanout_count", &found);
-	s->cpu_seconds = prom_sum(r.body, "process_cpu_seconds_total", &found);
-	s->resident_bytes = prom_sum(r.body, "process_resident_memory_bytes", &found);
-	mqc_http_response_free(&r);
-}
-
-bool bench_proc_read(pid_t pid, double *cpu_seconds, double *resident_bytes)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return false;
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	const char *p = strrchr(buf, ')');
-	unsigned long ut, st;
-	long rss;
-	if (!p
-	    || sscanf(p + 2,
-	           "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d "
-	           "%*d %*u %*u %ld",
-	           &ut, &st, &rss)
-	        != 3)
-		return false;
-	*cpu_seconds = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-	*resident_bytes = (double)rss * (double)sysconf(_SC_PAGESIZE);
-	return true;
+	fprintf(stderr,
+	    "mqbench: warning: %s: %.0f%% of the latencies sit just above multiples of 40 ms, the mark "
+	    "of Nagle's algorithm waiting for delayed ACKs. Most likely the broker keeps mosquitto's "
+	    "default set_tcp_nodelay false: set it true in mosquitto.conf.\n",
+	    what, share * 100);
 }

@@ -475,6 +475,8 @@ static void report(struct bench *b, const struct probe_sample *p0, const struct 
 		bench_print_latency(stdout, "publisher->broker:", &b->to_broker);
 		bench_print_latency(stdout, "broker->subscriber:", &b->from_broker);
 	}
+	if (o->metrics_url && !(p0->ok && p1->ok))
+		printf("broker (probe): n/a (%s could not be read)\n", o->metrics_url);
 	if (p0->ok && p1->ok) {
 		double fc = p1->fanout_count - p0->fanout_count;
 		printf("broker (probe): messages in +%.0f   disconnects +%.0f",
@@ -544,9 +546,7 @@ int bench_run_throughput(const struct bench_opts *o)
 
 	/* The broker's view starts before our first connection. */
 	struct probe_sample p0, p1;
-	bench_probe_read(o->metrics_url, &p0);
-	if (o->metrics_url && !p0.ok)
-		fprintf(stderr, "mqbench: warning: cannot read the probe at %s\n", o->metrics_url);
+	bench_probe_read(o->metrics_url, &p0); /* warns when it cannot be read */
 
 	/* Connect everything, wait for CONNACKs and SUBACKs (with a deadline). */
 	for (unsigned i = 0; i < b.npubs + b.nsubs && !b.failure[0]; i++) {
@@ -631,6 +631,7 @@ int bench_run_throughput(const struct bench_opts *o)
 	if (interrupted)
 		fprintf(stderr, "mqbench: interrupted; reporting what was measured\n");
 	report(&b, &p0, &p1, self_cpu, broker_cpu, elapsed);
+	bench_warn_delayed_ack("latency", &b.lat);
 
 	double loss_pct = b.n.expected ? 100.0 * (double)b.n.loss / (double)b.n.expected : 0;
 	if (b.failure[0])

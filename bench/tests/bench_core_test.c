@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include "bench_core.h"
+#include "mqc_hist.h"
 
 static void header_round_trips_little_endian(void **state)
 {
@@ -89,12 +90,32 @@ static void accounting_separates_loss_duplicates_and_reordering(void **state)
 	bench_stream_free(&s);
 }
 
+static void delayed_ack_share_finds_40ms_multiples(void **state)
+{
+	(void)state;
+	struct mqc_hist h;
+	assert_int_equal(mqc_hist_init(&h, 7), 0);
+	assert_true(bench_delayed_ack_share(&h) == 0);
+	for (int i = 0; i < 60; i++) /* a broker that Nagles: 40-ms-and-a-bit and 80-ms-and-a-bit */
+		mqc_hist_record(&h, (i % 2 ? 41 : 82) * 1000000ULL + (uint64_t)i * 50000);
+	for (int i = 0; i < 40; i++) /* and a healthy sub-millisecond path */
+		mqc_hist_record(&h, 400000 + (uint64_t)i * 1000);
+	double share = bench_delayed_ack_share(&h);
+	assert_true(share > 0.59 && share < 0.61);
+	mqc_hist_reset(&h);
+	for (int i = 0; i < 100; i++) /* slow, but not on the 40 ms grid */
+		mqc_hist_record(&h, (20 + (uint64_t)i % 15) * 1000000ULL);
+	assert_true(bench_delayed_ack_share(&h) == 0);
+	mqc_hist_free(&h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(header_round_trips_little_endian),
 		cmocka_unit_test(schedule_staggers_publishers_and_never_skips),
 		cmocka_unit_test(accounting_separates_loss_duplicates_and_reordering),
+		cmocka_unit_test(delayed_ack_share_finds_40ms_multiples),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -203,6 +203,32 @@ if [ $modes_ok = 3 ] && [ "${pool_connects:-99}" -le 3 ] && [ "$naive_connects" 
 else
   fail "request: $(head -c 600 "$tmp/req.json")"
 fi
+# --metrics-url by host name (libcurl): the broker columns filled, numbers not dashes.
+metrics_port=${METRICS_URL#http://127.0.0.1:}
+metrics_port=${metrics_port%%/*}
+"$MQB" request --broker "$MQTT_URL" "${auth[@]}" --mode naive --concurrency 2 --duration 0.5s \
+  --metrics-url "http://localhost:$metrics_port/metrics" >"$tmp/req3.out" 2>"$tmp/req3.err"
+if read -r _ ok _ _ _ _ conn disc < <(grep '^naive ' "$tmp/req3.out") && [ "$ok" -gt 0 ] &&
+   [ "$conn" -ge 1 ] && [ "$disc" -ge 1 ] && ! grep -q warning "$tmp/req3.err"; then
+  pass "--metrics-url http://localhost:$metrics_port/metrics: connects $conn, disconnects $disc"
+else
+  fail "--metrics-url by host name: $(cat "$tmp/req3.out" "$tmp/req3.err")"
+fi
+# An unreachable probe: a loud warning, the columns n/a, the run itself still measured (exit 0).
+"$MQB" request --broker "$MQTT_URL" "${auth[@]}" --mode dedicated --concurrency 1 --duration 0.3s \
+  --metrics-url "http://127.0.0.1:1/metrics" >"$tmp/req4.out" 2>"$tmp/req4.err"
+rc=$?
+if [ $rc = 0 ] && grep -q "warning: cannot read the broker's probe at http://127.0.0.1:1/metrics" "$tmp/req4.err" &&
+   grep -qE '^dedicated .* n/a +n/a$' "$tmp/req4.out"; then
+  pass "an unreachable --metrics-url: a warning naming it, n/a in the broker columns"
+else
+  fail "unreachable --metrics-url (exit $rc): $(cat "$tmp/req4.out" "$tmp/req4.err")"
+fi
+"$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --duration 0.3s --rate 100 \
+  --metrics-url "http://localhost:$metrics_port/nothing-here" >"$tmp/t4.out" 2>"$tmp/t4.err"
+grep -q "HTTP status 404" "$tmp/t4.err" && grep -q "broker (probe): n/a" "$tmp/t4.out" \
+  && pass "a --metrics-url that answers 404: a warning, 'broker (probe): n/a'" \
+  || fail "404 --metrics-url: $(cat "$tmp/t4.out" "$tmp/t4.err")"
 "$MQB" request --broker "$MQTT_URL" "${auth[@]}" --mode pool --topic nobody/listens --timeout 200ms \
   --duration 0.5s --concurrency 2 >"$tmp/req2.out" 2>"$tmp/req2.err"
 [ $? = 1 ] && grep -q "no request got its reply" "$tmp/req2.err" && pass "request without a device fails loudly" \
@@ -216,6 +242,8 @@ expect_exit 2 "--rate: expected" -- "$MQB" fanout --broker "$MQTT_URL" --rate fa
 expect_exit 2 "--broker URL is required" -- "$MQB" throughput
 expect_exit 2 "--publishers does not apply to the fanout scenario" -- "$MQB" fanout --broker "$MQTT_URL" --publishers 2
 expect_exit 2 "unknown scenario 'bogus'" -- "$MQB" bogus
+expect_exit 2 "--metrics-url: 'ftp://h/m': expected an http:// or https:// URL" -- "$MQB" request --broker "$MQTT_URL" --metrics-url ftp://h/m
+expect_exit 2 "--metrics-url: 'http://' is not a URL" -- "$MQB" connect --broker "$MQTT_URL" --metrics-url http://
 expect_exit 1 "cannot connect to mqtt://127.0.0.1:1" -- "$MQB" throughput --broker mqtt://127.0.0.1:1 --duration 1s
 expect_exit 1 "CONNECT refused" -- "$MQB" throughput --broker "$MQTT_URL" --username "$MQTT_USERNAME" --password wrong --duration 1s
 expect_exit 1 "nothing was delivered" -- "$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --duration 1s \

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "mqc_clock.h"
+#include "mqc_net.h"
 
 enum { GRACE_MS = 2000, MISC_INTERVAL_MS = 1000 };
 
@@ -920,8 +921,10 @@ void *mqp__io_thread(void *arg)
 				if (!c->ready && !c->dead) /* TLS: the handshake may need a read */
 					mosquitto_loop_read(c->m, 1);
 			}
-			if (!c->dead && (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
+			if (!c->dead && (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))) {
 				mosquitto_loop_read(c->m, 1);
+				mqc_tcp_quickack(mosquitto_socket(c->m)); /* a Nagle-ing broker: mqc_net.h */
+			}
 			conn_settle(p, c);
 		}
 		now = mqc_now_ns();

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "mqc_clock.h"
+#include "mqc_net.h"
 #include "responder_core.h"
 
 enum { SLOT_INLINE = 480, TOPIC_MAX = 1024, EV_SOCKET = 1, EV_TIMER, EV_SIGNAL };
@@ -390,8 +391,10 @@ static int run(struct responder *r, int sfd)
 						if (!r->connected) /* TLS handshake may need a read after a write */
 							mosquitto_loop_read(r->m, 1);
 					}
-					if (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+					if (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
 						mosquitto_loop_read(r->m, 1);
+						mqc_tcp_quickack(mosquitto_socket(r->m)); /* mqc_net.h */
+					}
 					break;
 				case EV_TIMER: {
 					uint64_t expirations;

@@ -2,6 +2,7 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mqc_clock.h"
@@ -19,7 +20,7 @@ static void usage(void)
 	    "  --broker URL          mqtt://host:port or mqtts://host:port (required)\n"
 	    "  --cafile FILE         CA certificate for mqtts:// (verification and hostname check)\n"
 	    "  --cert FILE --key FILE  client certificate and key\n"
-	    "  --username U --password P\n"
+	    "  --username U --password P   broker credentials (or MQTT_USERNAME, MQTT_PASSWORD)\n"
 	    "  --client-id ID        default responder-<pid>\n"
 	    "  --filter FILTER       command filter (default " RSP_DEFAULT_FILTER ")\n"
 	    "  --qos 0|1|2           subscription and reply QoS (default 0)\n"
@@ -108,6 +109,8 @@ int rsp_parse_args(int argc, char **argv, struct rsp_options *o, char *err, size
 		.late_ns = 2 * MQC_NS_PER_S,
 		.seed = 1,
 		.max_pending = 65536,
+		.username = getenv("MQTT_USERNAME"),
+		.password = getenv("MQTT_PASSWORD"),
 	};
 	uint64_t u;
 	optind = 1;

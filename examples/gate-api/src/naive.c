@@ -17,6 +17,7 @@
 
 #include "gate.h"
 #include "mqc_clock.h"
+#include "mqc_net.h"
 
 struct naive {
 	int connack; /* -1 until CONNACK */
@@ -94,6 +95,7 @@ static int run_until(struct mosquitto *m, const bool *flag, const bool *refused,
 		uint64_t ms = (deadline - now) / MQC_NS_PER_MS;
 		if (mosquitto_loop(m, ms < 1 ? 1 : ms > 100 ? 100 : (int)ms, 1) != MOSQ_ERR_SUCCESS)
 			return MQP_ECONNLOST;
+		mqc_tcp_quickack(mosquitto_socket(m)); /* a Nagle-ing broker: mqc_net.h */
 	}
 	return MQP_OK;
 }
@@ -137,6 +139,7 @@ int gate_naive_request(const struct gate_naive_config *cfg, const char *topic, c
 			rc = MQP_ETIMEDOUT;
 		else
 			mrc = mosquitto_loop(m, 10, 1);
+		mqc_tcp_quickack(mosquitto_socket(m));
 	}
 	if (mrc != MOSQ_ERR_SUCCESS) {
 		snprintf(err, err_len, "connect to %s:%d: %s", cfg->host, cfg->port,

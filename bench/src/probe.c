@@ -1,0 +1,186 @@
+/*
+ * probe.c - the broker's side of a run: the probe's /metrics over HTTP (libcurl, so any host
+ * name, IPv4 or IPv6 address and port), and a process's CPU and memory from /proc.
+ */
+#include <curl/curl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mqbench.h"
+
+/* A /metrics page is a few kB; anything this large is not the probe. */
+#define PROBE_BODY_MAX   (4u << 20)
+#define PROBE_TIMEOUT_MS 3000L
+
+int bench_metrics_url_check(const char *url, char *err, size_t errlen)
+{
+	CURLU *u = curl_url();
+	if (!u) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	char *scheme = NULL, *host = NULL;
+	CURLUcode rc = curl_url_set(u, CURLUPART_URL, url, 0);
+	int ret = -1;
+	if (rc != CURLUE_OK)
+		snprintf(err, errlen, "'%s' is not a URL (%s)", url, curl_url_strerror(rc));
+	else if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK
+	    || (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0))
+		snprintf(err, errlen, "'%s': expected an http:// or https:// URL", url);
+	else if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !*host)
+		snprintf(err, errlen, "'%s' names no host", url);
+	else
+		ret = 0;
+	curl_free(scheme);
+	curl_free(host);
+	curl_url_cleanup(u);
+	return ret;
+}
+
+struct body {
+	char *data;
+	size_t len, cap;
+};
+
+static size_t on_body(char *ptr, size_t size, size_t n, void *userdata)
+{
+	struct body *b = userdata;
+	size_t add = size * n;
+	if (b->len + add + 1 > PROBE_BODY_MAX)
+		return 0; /* curl reports CURLE_WRITE_ERROR */
+	if (b->len + add + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 16384;
+		while (cap < b->len + add + 1)
+			cap *= 2;
+		char *d = realloc(b->data, cap);
+		if (!d)
+			return 0;
+		b->data = d;
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, ptr, add);
+	b->len += add;
+	b->data[b->len] = '\0';
+	return add;
+}
+
+/* Sum of every sample whose name (up to '{' or ' ') is exactly name. */
+static double prom_sum(const char *text, const char *name, bool *found)
+{
+	size_t n = strlen(name);
+	double sum = 0;
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		if (strncmp(p, name, n) != 0 || (p[n] != '{' && p[n] != ' '))
+			continue;
+		const char *v = p[n] == ' ' ? p + n + 1 : strchr(p, '}');
+		if (v && *v == '}')
+			v += 2;
+		if (v) {
+			sum += strtod(v, NULL);
+			*found = true;
+		}
+	}
+	return sum;
+}
+
+/* The first failure is said loudly, once: every scenario reads the probe several times. */
+static void warn_once(const char *url, const char *why)
+{
+	static atomic_bool warned;
+	if (!atomic_exchange(&warned, true))
+		fprintf(stderr,
+		    "mqbench: warning: cannot read the broker's probe at %s: %s; the broker-side "
+		    "figures read n/a\n",
+		    url, why);
+}
+
+/* GET url into *b. Returns 0, or -1 with the reason in why. */
+static int http_get(const char *url, struct body *b, char *why, size_t whylen)
+{
+	CURL *c = curl_easy_init();
+	if (!c) {
+		snprintf(why, whylen, "curl_easy_init failed");
+		return -1;
+	}
+	char errbuf[CURL_ERROR_SIZE] = "";
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, PROBE_TIMEOUT_MS);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+	CURLcode rc = curl_easy_perform(c);
+	long status = 0;
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(c);
+	if (rc != CURLE_OK) {
+		snprintf(why, whylen, "%s", *errbuf ? errbuf : curl_easy_strerror(rc));
+		return -1;
+	}
+	if (status != 200) {
+		snprintf(why, whylen, "HTTP status %ld", status);
+		return -1;
+	}
+	if (!b->data) {
+		snprintf(why, whylen, "an empty response");
+		return -1;
+	}
+	return 0;
+}
+
+void bench_probe_read(const char *metrics_url, struct probe_sample *s)
+{
+	*s = (struct probe_sample) { 0 };
+	if (!metrics_url)
+		return;
+	struct body b = { 0 };
+	char why[CURL_ERROR_SIZE + 64];
+	if (http_get(metrics_url, &b, why, sizeof why) != 0) {
+		warn_once(metrics_url, why);
+		free(b.data);
+		return;
+	}
+	bool found = false;
+	s->messages_in = prom_sum(b.data, "mosquitto_messages_received_total", &found);
+	s->ok = found;
+	s->connects = prom_sum(b.data, "mosquitto_connects_total", &s->has_connects);
+	s->disconnects = prom_sum(b.data, "mosquitto_disconnects_total", &found);
+	s->deliveries = prom_sum(b.data, "mosquitto_deliveries_total", &found);
+	s->fanout_sum = prom_sum(b.data, "mosquitto_message_fanout_sum", &found);
+	s->fanout_count = prom_sum(b.data, "mosquitto_message_fanout_count", &found);
+	s->cpu_seconds = prom_sum(b.data, "process_cpu_seconds_total", &found);
+	s->resident_bytes = prom_sum(b.data, "process_resident_memory_bytes", &found);
+	free(b.data);
+	if (!s->ok)
+		warn_once(
+		    metrics_url, "no mosquitto_messages_received_total there (not the probe's /metrics?)");
+}
+
+bool bench_proc_read(pid_t pid, double *cpu_seconds, double *resident_bytes)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')');
+	unsigned long ut, st;
+	long rss;
+	if (!p
+	    || sscanf(p + 2,
+	           "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d "
+	           "%*d %*u %*u %ld",
+	           &ut, &st, &rss)
+	        != 3)
+		return false;
+	*cpu_seconds = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+	*resident_bytes = (double)rss * (double)sysconf(_SC_PAGESIZE);
+	return true;
+}
