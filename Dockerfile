@@ -2,12 +2,14 @@
 # mqtt-pool images, built on Debian 12 so they run the same mosquitto (2.0.11) the tests use.
 #   docker build --target mosquitto -t mqtt-pool/mosquitto-probe .   mosquitto + mqtt_probe.so
 #   docker build --target tools     -t mqtt-pool/tools .             mqbench, gate-api, responder
-# docker-compose.yml builds both.
+#   docker build --target bench     -t mqtt-pool/bench .             tools + wrk, for load runs
+# docker-compose.yml builds all three. No image downloads anything when it runs.
 
 FROM debian:12 AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential cmake pkg-config \
       libmosquitto-dev mosquitto-dev libssl-dev uthash-dev libcjson-dev libmicrohttpd-dev \
+      libcurl4-openssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -31,9 +33,19 @@ CMD ["/usr/sbin/mosquitto", "-c", "/etc/mosquitto/mosquitto.conf"]
 FROM debian:12-slim AS tools
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libmosquitto1 libssl3 libcjson1 libmicrohttpd12 \
-      ca-certificates \
+      libcurl4 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/mqtt-pool /opt/mqtt-pool
 ENV PATH=/opt/mqtt-pool/bin:$PATH LD_LIBRARY_PATH=/opt/mqtt-pool/lib
 USER nobody
 CMD ["mqbench", "--help"]
+
+# Load against the stack: the programs plus wrk and its POST script (docker-compose's bench
+# profile). Everything is in the image; nothing is installed when it runs.
+FROM tools AS bench
+USER root
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends wrk \
+ && rm -rf /var/lib/apt/lists/*
+COPY deploy/docker/post.lua /opt/mqtt-pool/share/post.lua
+USER nobody
