@@ -6,9 +6,11 @@
 #      files pass to our programs;
 #   3. the install layout the Dockerfile copies from (/opt/mqtt-pool/...) is what
 #      `cmake --install` of this build produces;
-#   4. deploy/docker/mosquitto.conf (the image's and the ConfigMap's) starts the real mosquitto
-#      with the probe, with only the plugin path, ports and user rewritten for this machine, and
-#      the probe counts a message published anonymously.
+#   4. deploy/docker/mosquitto.conf (the image's) starts the real mosquitto with the probe, with
+#      only the plugin path, ports and user rewritten for this machine, and the probe counts a
+#      message published anonymously;
+#   5. the Kubernetes manifests against the Kubernetes API schemas (k8s/validate.sh).
+# deploy/stack-test runs the same files for real, in containers (.ci/run calls it).
 # Usage: deploy_test.sh SOURCE_DIR BUILD_DIR
 set -u
 src=$1 build=$2
@@ -32,6 +34,18 @@ else
   services=$(cd "$src" && docker-compose --profile bench config --services 2>&1 | sort | tr '\n' ' ')
   [ "$services" = "bench bench-gateway gate-api grafana mosquitto prometheus responder " ] \
     && pass "services: $services" || fail "services: $services"
+  grep -q '^version:' "$src/docker-compose.yml" && fail "docker-compose.yml has the obsolete version: key"
+  for extra in deploy/docker/compose.offline.yml deploy/docker/secure/compose.secure.yml; do
+    (cd "$src" && MQP_GATEWAY_PASSWORD=x MQP_DEVICE_PASSWORD=x MQP_BENCH_PASSWORD=x MQP_HEALTH_PASSWORD=x \
+      docker-compose -f docker-compose.yml -f "$extra" --profile bench config -q 2>"$tmp/err") \
+      && pass "docker-compose config with $extra" || fail "docker-compose config with $extra: $(cat "$tmp/err")"
+  done
+  (cd "$src" && docker-compose -f docker-compose.yml -f deploy/docker/secure/compose.secure.yml config -q 2>"$tmp/err") \
+    && fail "the secure variant starts without passwords" \
+    || pass "the secure variant refuses to start without passwords ($(grep -o 'set MQP_[A-Z_]*' "$tmp/err" | head -n 1))"
+  if command -v apt-get >/dev/null && grep -q 'apt-get' "$src/docker-compose.yml"; then
+    fail "docker-compose.yml installs packages at run time (the bench image must carry its tools)"
+  fi
 fi
 
 # 2
@@ -78,5 +92,9 @@ else
   [ "$got" -ge 1 ] && pass "the shipped mosquitto.conf loads the probe; it counted $got message(s)" \
     || fail "the probe counted $got messages after a publish"
 fi
+
+# 5
+"$src"/deploy/tests/k8s/validate.sh >"$tmp/k8s" 2>&1 && pass "$(tr '\n' ' ' <"$tmp/k8s")" \
+  || fail "Kubernetes schemas: $(cat "$tmp/k8s")"
 
 [ $failures -eq 0 ] || exit 1
