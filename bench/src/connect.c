@@ -86,7 +86,7 @@ static void on_signal(int sig)
 static size_t build_connect(const struct bench_opts *o, unsigned k, unsigned char *out)
 {
 	char id[128];
-	snprintf(id, sizeof id, "%s-conn-%u", o->prefix, k);
+	snprintf(id, sizeof id, "%s-%s-%u", o->prefix, o->token, k);
 	return mqc_mqtt_connect(out, o->protocol, id, o->username, o->password, 0);
 }
 

@@ -11,6 +11,7 @@
 
 #include "mqbench.h"
 #include "mqc_clock.h"
+#include "mqc_random.h"
 #include "mqc_strutil.h"
 
 static const char *const scenario_names[] = { "connect", "throughput", "fanout", "request" };
@@ -428,6 +429,10 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 	}
 	if (!o->cert != !o->key) {
 		fprintf(stderr, "mqbench: --cert and --key go together\n");
+		return 2;
+	}
+	if (mqc_random_id(o->token, sizeof o->token, "") != 0) {
+		perror("mqbench: no random bytes for client ids");
 		return 2;
 	}
 	if (sc == SC_FANOUT)

@@ -24,6 +24,7 @@ struct bench_opts {
 	int protocol; /* 4 (3.1.1) or 5 */
 	uint64_t duration_ns;
 	const char *prefix; /* client ids start with it */
+	char token[16];     /* 64 random bits in every client id: nobody can guess one */
 	bool json;
 	size_t size;
 	uint64_t seed;

@@ -106,8 +106,8 @@ static int client_open(struct worker *w, uint64_t deadline)
 {
 	const struct bench_opts *o = w->s->o;
 	char id[64];
-	snprintf(id, sizeof id, "%s-%u-%u", o->prefix, w->s->run,
-	    atomic_fetch_add(&w->s->client_counter, 1));
+	snprintf(
+	    id, sizeof id, "%s-%s-%u", o->prefix, o->token, atomic_fetch_add(&w->s->client_counter, 1));
 	w->m = mosquitto_new(id, true, w);
 	if (!w->m)
 		return -1;

@@ -554,7 +554,7 @@ int bench_run_throughput(const struct bench_opts *o)
 		c->publisher = i < b.npubs;
 		c->index = c->publisher ? i : i - b.npubs;
 		char id[128];
-		snprintf(id, sizeof id, "%s-%s-%u-%u", o->prefix, c->publisher ? "pub" : "sub", b.run_id,
+		snprintf(id, sizeof id, "%s-%s-%s-%u", o->prefix, c->publisher ? "pub" : "sub", o->token,
 		    c->index);
 		open_conn(&b, c, id);
 	}

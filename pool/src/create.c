@@ -5,7 +5,6 @@
 #include <arpa/inet.h>
 #include <mosquitto.h>
 #include <openssl/err.h>
-#include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <signal.h>
@@ -187,7 +186,6 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 		return MQP_ETLS;
 	}
 	pthread_once(&lib_once, lib_init);
-	RAND_bytes((unsigned char *)&p->id_salt, sizeof p->id_salt);
 	p->incoming_tail = &p->incoming;
 	p->queue.tail = &p->queue.head;
 	p->acquirers.tail = &p->acquirers.head;

@@ -187,11 +187,9 @@ uint64_t mqp__retire_at(uint64_t ready_at, uint64_t lifetime_ns, uint32_t random
 
 /* --- replies and leases ------------------------------------------------------------------ */
 
-enum mqp_unmatched mqp__classify_unmatched(
-    const unsigned char nonce[8], uint64_t next_seq, const void *corr, size_t corr_len)
+enum mqp_unmatched mqp__classify_unmatched(bool ours, uint64_t seq, uint64_t next_seq)
 {
-	if (corr && corr_len == MQP_CORR_LEN && memcmp(corr, nonce, 8) == 0
-	    && mqp__corr_seq(corr) < next_seq)
+	if (ours && seq < next_seq)
 		return MQP_LATE; /* this connection sent it; nobody waits for it any more */
 	return MQP_STRAY;
 }

@@ -23,7 +23,6 @@
 #include <mosquitto.h>
 #include <mqtt_protocol.h>
 #include <openssl/err.h>
-#include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
@@ -36,6 +35,7 @@
 
 #include "mqc_clock.h"
 #include "mqc_net.h"
+#include "mqc_random.h"
 
 enum { GRACE_MS = 2000, MISC_INTERVAL_MS = 1000 };
 
@@ -235,13 +235,19 @@ static void log_message(struct mqp_pool *p, int level, const char *fmt, ...)
 	p->opt.log_cb(p->opt.userdata, level, text);
 }
 
+/* Randomness for spreading retries and retirements (not for secrets): the clock when the
+ * kernel has none to give. */
+static uint32_t jitter(void)
+{
+	uint32_t r;
+	return mqc_random_bytes(&r, sizeof r) == 0 ? r : (uint32_t)mqc_now_ns();
+}
+
 static void backoff(struct mqp_pool *p)
 {
 	atomic_fetch_add(&p->stats.connects_failed, 1);
 	p->backoff_ms = mqp__backoff_next(p->backoff_ms);
-	uint32_t random = 0;
-	RAND_bytes((unsigned char *)&random, sizeof random);
-	unsigned wait = mqp__backoff_wait_ms(p->backoff_ms, random);
+	unsigned wait = mqp__backoff_wait_ms(p->backoff_ms, jitter());
 	p->backoff_until = mqc_now_ns() + (uint64_t)wait * MQC_NS_PER_MS;
 	p->connect_failed = true;
 	char why[256];
@@ -266,6 +272,7 @@ static void conn_close(struct mqp_pool *p, struct pconn *c)
 	if (c->receiver)
 		finish(p, c->receiver, MQP_ECONNLOST);
 	lease_clear(p, c);
+	mqp__corr_free(&c->corr);
 	*c = (struct pconn) { .fd = -1 };
 }
 
@@ -274,13 +281,11 @@ static void conn_ready(struct pconn *c)
 {
 	c->ready = true;
 	uint64_t now = mqc_now_ns(), lifetime = (uint64_t)c->pool->opt.max_lifetime_ms * MQC_NS_PER_MS;
-	uint32_t random = 0;
-	RAND_bytes((unsigned char *)&random, sizeof random);
 	c->ready_at = c->last_used = c->idle_since = now;
 	pthread_mutex_lock(&c->pool->hist_lock);
 	mqc_hist_record(&c->pool->h_connect, now - c->connect_start);
 	pthread_mutex_unlock(&c->pool->hist_lock);
-	c->retire_at = mqp__retire_at(now, lifetime, random);
+	c->retire_at = mqp__retire_at(now, lifetime, jitter());
 	atomic_fetch_add(&c->pool->stats.connects_ok, 1);
 	c->pool->backoff_ms = 0;
 	c->pool->connect_failed = false;
@@ -405,6 +410,7 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 	}
 	void *corr = NULL;
 	uint16_t corr_len = 0;
+	uint64_t seq = 0;
 	mosquitto_property_read_binary(props, MQTT_PROP_CORRELATION_DATA, &corr, &corr_len, false);
 	struct op *op = NULL;
 	if (corr && corr_len == MQP_CORR_LEN && !msg->retain)
@@ -422,7 +428,9 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 		} else {
 			finish(p, op, MQP_ENOMEM);
 		}
-	} else if (mqp__classify_unmatched(c->nonce, c->next_seq, corr, corr_len) == MQP_LATE) {
+	} else if (mqp__classify_unmatched(
+	               mqp__corr_open(&c->corr, corr, corr_len, &seq), seq, c->next_seq)
+	    == MQP_LATE) {
 		atomic_fetch_add(&p->stats.late_replies, 1); /* ours, but no longer awaited */
 	} else {
 		atomic_fetch_add(&p->stats.strays, 1); /* no request of this connection had it */
@@ -449,15 +457,19 @@ static void conn_open(struct mqp_pool *p, struct pconn *c)
 {
 	*c = (struct pconn) { .pool = p, .fd = -1, .epoch = 1 };
 	c->qtail = &c->qhead;
-	p->conn_counter++;
-	RAND_bytes(c->nonce, sizeof c->nonce);
-	/* PREFIX-<pid>-<pool random>-<n>: unique across pools and processes, so no connection
-	 * ever takes over another's session (and inbox). */
-	snprintf(c->id, sizeof c->id, "%s-%x-%04x-%lx", p->client_prefix, (unsigned)getpid() & 0xfffff,
-	    p->id_salt & 0xffff, p->conn_counter);
+	/* PREFIX-<64 random bits>: nobody can guess it to take the session (and inbox) over by
+	 * connecting with the same id, and no two connections anywhere share one. */
+	char prefix[16];
+	snprintf(prefix, sizeof prefix, "%s-", p->client_prefix);
+	if (mqc_random_id(c->id, sizeof c->id, prefix) != 0 || mqp__corr_init(&c->corr) != 0) {
+		set_error(p, "no random bytes for a client id or correlation key: %s", strerror(errno));
+		backoff(p);
+		return;
+	}
 	snprintf(c->inbox, sizeof c->inbox, "%s/%s", p->inbox_prefix, c->id);
 	c->m = mosquitto_new(c->id, true, c);
 	if (!c->m) {
+		mqp__corr_free(&c->corr);
 		set_error(p, "mosquitto_new failed");
 		backoff(p);
 		return;
@@ -560,15 +572,15 @@ static void start_op(struct mqp_pool *p, struct pconn *c, struct op *op)
 	mosquitto_property *props = NULL;
 	int rc = MOSQ_ERR_SUCCESS;
 	if (op->kind == OP_REQUEST) {
-		mqp__corr_make(c->nonce, c->next_seq, op->corr);
-		char response_topic[MQP_TOPIC_MAX];
-		snprintf(response_topic, sizeof response_topic, "%s/%llu", c->inbox,
-		    (unsigned long long)c->next_seq);
-		c->next_seq++;
+		/* The Response Topic is the inbox itself: nothing in it tells one request from the next. */
+		if (mqp__corr_seal(&c->corr, c->next_seq++, op->corr) != 0) {
+			finish(p, op, MQP_ENOMEM);
+			return;
+		}
 		uint64_t now = mqc_now_ns();
 		uint32_t expiry
 		    = (uint32_t)((op->deadline > now ? op->deadline - now : 0) / MQC_NS_PER_S + 1);
-		rc = mosquitto_property_add_string(&props, MQTT_PROP_RESPONSE_TOPIC, response_topic);
+		rc = mosquitto_property_add_string(&props, MQTT_PROP_RESPONSE_TOPIC, c->inbox);
 		if (rc == MOSQ_ERR_SUCCESS)
 			rc = mosquitto_property_add_binary(
 			    &props, MQTT_PROP_CORRELATION_DATA, op->corr, MQP_CORR_LEN);

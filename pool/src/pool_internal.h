@@ -15,7 +15,7 @@
 #include "mqc_url.h"
 #include "mqttpool.h"
 
-#define MQP_CORR_LEN  16 /* 8-byte connection nonce + 8-byte sequence */
+#define MQP_CORR_LEN  16 /* one AES block: corr.c */
 #define MQP_TOPIC_MAX 512
 
 struct mosquitto;
@@ -92,6 +92,12 @@ struct op_fifo {
 	struct op *head, **tail;
 };
 
+/* A connection's correlation key (corr.c): OpenSSL cipher contexts, I/O thread only. */
+struct evp_cipher_ctx_st;
+struct mqp_corr {
+	struct evp_cipher_ctx_st *enc, *dec;
+};
+
 /* One pooled connection (I/O thread only). */
 struct pconn {
 	struct mqp_pool *pool;
@@ -101,7 +107,7 @@ struct pconn {
 	uint64_t connect_deadline;
 	char id[64];
 	char inbox[MQP_TOPIC_MAX - 32];
-	unsigned char nonce[8];
+	struct mqp_corr corr; /* seals and opens this connection's correlation data */
 	uint64_t next_seq;
 	unsigned inflight;
 	struct op *ops; /* requests and publishes carried by this connection */
@@ -160,29 +166,18 @@ struct mqp_pool {
 	struct op *pending; /* requests by correlation */
 	struct op *tickets; /* async calls by ticket */
 	struct op_heap heap;
-	unsigned long conn_counter;
-	unsigned id_salt; /* random per pool: part of every client id */
 	unsigned backoff_ms;
 	uint64_t backoff_until;
 	bool connect_failed;
 };
 
-static inline void mqp__corr_make(
-    const unsigned char nonce[8], uint64_t seq, unsigned char out[MQP_CORR_LEN])
-{
-	for (int i = 0; i < 8; i++) {
-		out[i] = nonce[i];
-		out[8 + i] = (unsigned char)(seq >> (8 * i));
-	}
-}
+/* --- corr.c: correlation data nobody can guess (one AES-128 block per request) ------------ */
 
-static inline uint64_t mqp__corr_seq(const unsigned char corr[MQP_CORR_LEN])
-{
-	uint64_t seq = 0;
-	for (int i = 0; i < 8; i++)
-		seq |= (uint64_t)corr[8 + i] << (8 * i);
-	return seq;
-}
+int mqp__corr_init(struct mqp_corr *k); /* a fresh random key; -1 when none can be had */
+void mqp__corr_free(struct mqp_corr *k);
+int mqp__corr_seal(struct mqp_corr *k, uint64_t seq, unsigned char out[MQP_CORR_LEN]);
+/* Whether corr is one this key sealed; its sequence in *seq. */
+bool mqp__corr_open(struct mqp_corr *k, const void *corr, size_t len, uint64_t *seq);
 
 /* --- logic.c: the pool's decisions, without threads, sockets or a clock ----------------- */
 
@@ -206,8 +201,9 @@ enum mqp_evict mqp__eviction(
 unsigned mqp__backoff_next(unsigned backoff_ms);
 unsigned mqp__backoff_wait_ms(unsigned backoff_ms, uint32_t random);
 uint64_t mqp__retire_at(uint64_t ready_at, uint64_t lifetime_ns, uint32_t random);
-enum mqp_unmatched mqp__classify_unmatched(
-    const unsigned char nonce[8], uint64_t next_seq, const void *corr, size_t corr_len);
+/* A reply no pending request claimed: late when this connection sealed its correlation data
+ * (ours, seq) for a request it already sent, else a stray. */
+enum mqp_unmatched mqp__classify_unmatched(bool ours, uint64_t seq, uint64_t next_seq);
 bool mqp__lease_valid(unsigned slot, uint32_t generation, unsigned n, const bool *lease_held,
     const uint32_t *lease_gen);
 uint32_t mqp__next_epoch(uint32_t epoch);

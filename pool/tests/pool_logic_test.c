@@ -176,19 +176,40 @@ static void lifetime_jitter_is_at_most_two_and_a_half_percent_early(void **state
 static void unmatched_replies_are_late_only_if_this_connection_sent_them(void **state)
 {
 	(void)state;
-	const unsigned char nonce[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
-	const unsigned char other[8] = { 9, 2, 3, 4, 5, 6, 7, 8 };
-	unsigned char corr[MQP_CORR_LEN];
-	mqp__corr_make(nonce, 41, corr);
-	assert_int_equal(mqp__corr_seq(corr), 41);
-	assert_int_equal(mqp__classify_unmatched(nonce, 42, corr, sizeof corr), MQP_LATE);
-	assert_int_equal(mqp__classify_unmatched(nonce, 41, corr, sizeof corr), MQP_STRAY); /* future */
-	assert_int_equal(mqp__classify_unmatched(nonce, 42, corr, 15), MQP_STRAY);
-	assert_int_equal(mqp__classify_unmatched(nonce, 42, NULL, 0), MQP_STRAY);
-	mqp__corr_make(other, 1, corr);
-	assert_int_equal(mqp__classify_unmatched(nonce, 42, corr, sizeof corr), MQP_STRAY);
-	mqp__corr_make(nonce, UINT64_MAX - 1, corr);
-	assert_int_equal(mqp__corr_seq(corr), UINT64_MAX - 1);
+	assert_int_equal(mqp__classify_unmatched(true, 41, 42), MQP_LATE);
+	assert_int_equal(mqp__classify_unmatched(true, 42, 42), MQP_STRAY); /* never sent */
+	assert_int_equal(mqp__classify_unmatched(false, 1, 42), MQP_STRAY);
+}
+
+static void correlation_data_is_unguessable_and_opens_only_with_its_key(void **state)
+{
+	(void)state;
+	struct mqp_corr a, b;
+	assert_int_equal(mqp__corr_init(&a), 0);
+	assert_int_equal(mqp__corr_init(&b), 0);
+	unsigned char c41[MQP_CORR_LEN], c42[MQP_CORR_LEN], cb[MQP_CORR_LEN];
+	assert_int_equal(mqp__corr_seal(&a, 41, c41), 0);
+	assert_int_equal(mqp__corr_seal(&a, 42, c42), 0);
+	assert_int_equal(mqp__corr_seal(&b, 41, cb), 0);
+	uint64_t seq = 0;
+	assert_true(mqp__corr_open(&a, c41, sizeof c41, &seq));
+	assert_int_equal(seq, 41);
+	assert_true(mqp__corr_open(&a, c42, sizeof c42, &seq));
+	assert_int_equal(seq, 42);
+	/* Consecutive requests share no visible counter: about half of the 128 bits differ. */
+	int differ = 0;
+	for (int i = 0; i < MQP_CORR_LEN; i++)
+		differ += __builtin_popcount((unsigned)(c41[i] ^ c42[i]));
+	assert_true(differ > 24 && differ < 104);
+	/* Another connection's key, a flipped bit, a short or absent value: not ours. */
+	assert_false(mqp__corr_open(&a, cb, sizeof cb, &seq));
+	c41[3] ^= 1;
+	assert_false(mqp__corr_open(&a, c41, sizeof c41, &seq));
+	assert_false(mqp__corr_open(&a, c42, 15, &seq));
+	assert_false(mqp__corr_open(&a, NULL, 0, &seq));
+	mqp__corr_free(&a);
+	mqp__corr_free(&b);
+	mqp__corr_free(&b); /* twice is harmless */
 }
 
 static void a_lease_handle_is_valid_only_for_its_generation(void **state)
@@ -233,6 +254,7 @@ int main(void)
 		cmocka_unit_test(backoff_doubles_to_a_cap_with_equal_jitter),
 		cmocka_unit_test(lifetime_jitter_is_at_most_two_and_a_half_percent_early),
 		cmocka_unit_test(unmatched_replies_are_late_only_if_this_connection_sent_them),
+		cmocka_unit_test(correlation_data_is_unguessable_and_opens_only_with_its_key),
 		cmocka_unit_test(a_lease_handle_is_valid_only_for_its_generation),
 		cmocka_unit_test(legacy_reply_topics_must_be_exact_and_not_match_the_command),
 	};

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <mqtt_protocol.h>
+
 #include "mqc_clock.h"
 #include "mqttpool.h"
 #include "tb_test_util.h"
@@ -205,6 +207,109 @@ static void adversarial_device_never_crosses_replies(void **state)
 	assert_true(st.size <= 4);
 	mqp_pool_destroy(p);
 	tb_test_responder_stop(&r);
+}
+
+struct victim_call {
+	mqp_pool *pool;
+	int rc;
+	struct mqp_reply reply;
+};
+
+static void *call_victim(void *arg)
+{
+	struct victim_call *v = arg;
+	v->rc = mqp_pool_request(
+	    v->pool, "devices/victim/commands/open", "honest", 6, 0, 5000, &v->reply);
+	return NULL;
+}
+
+/* A device with the narrowest ACL that can still answer (read its own commands, write the
+ * inboxes) sees one command sent to it, then tries to answer commands sent to another device
+ * before that device does: every correlation value the old scheme would have used next, the one
+ * it saw, and random ones. None may be accepted; the pool counts them all as strays or late. */
+static void a_device_cannot_forge_replies_to_other_devices(void **state)
+{
+	(void)state;
+	const struct tb_info *i = tb_test_info();
+	struct tb_responder honest = tb_test_responder(
+	    RESPONDER_PATH, "--filter", "devices/victim/commands/+", "--delay", "300ms", NULL);
+	struct tb_client_options ao
+	    = { .url = i->mqtt_url, .username = i->other_username, .password = i->other_password };
+	struct tb_client *mallory;
+	int reason;
+	char err[256];
+	assert_int_equal(tb_client_connect(&ao, &mallory, &reason, err, sizeof err), 0);
+	assert_int_equal(tb_client_subscribe(mallory, "devices/mqp-limited/commands/+", 1, 0, NULL), 1);
+
+	struct mqp_pool_options o = { .min_size = 1, .max_size = 1 };
+	mqp_pool *p = new_pool(i->mqtt_url, &o);
+	struct mqp_reply r;
+	assert_int_equal(mqp_pool_request(p, "devices/mqp-limited/commands/peek", "x", 1, 0, 300, &r),
+	    MQP_ETIMEDOUT);
+	struct tb_message *seen = tb_client_receive(mallory, 2000);
+	assert_non_null(seen);
+	char *response_topic = NULL;
+	void *corr = NULL;
+	uint16_t corr_len = 0;
+	assert_non_null(mosquitto_property_read_string(
+	    seen->props, MQTT_PROP_RESPONSE_TOPIC, &response_topic, false));
+	assert_non_null(mosquitto_property_read_binary(
+	    seen->props, MQTT_PROP_CORRELATION_DATA, &corr, &corr_len, false));
+	assert_int_equal(corr_len, 16);
+
+	struct mqp_pool_stats before, after;
+	mqp_pool_stats(p, &before);
+	int forged = 0;
+	for (int k = 0; k < 6; k++) {
+		struct victim_call v = { .pool = p };
+		pthread_t t;
+		pthread_create(&t, NULL, call_victim, &v);
+		nanosleep(&(struct timespec) { .tv_nsec = 50000000 }, NULL); /* the command is out */
+		for (int guess = 0; guess < 12; guess++) {
+			unsigned char c[16];
+			memcpy(c, corr, 16);
+			if (guess < 8) { /* the old scheme: the same nonce, the counter + 1, + 2, ... */
+				uint64_t seq = 0;
+				for (int b = 0; b < 8; b++)
+					seq |= (uint64_t)c[8 + b] << (8 * b);
+				seq += (uint64_t)(k + guess + 1);
+				for (int b = 0; b < 8; b++)
+					c[8 + b] = (unsigned char)(seq >> (8 * b));
+			} else if (guess == 8) { /* a replay of what it saw */
+			} else {                 /* random */
+				for (int b = 0; b < 16; b++)
+					c[b] = (unsigned char)rand();
+			}
+			mosquitto_property *props = NULL;
+			mosquitto_property_add_binary(&props, MQTT_PROP_CORRELATION_DATA, c, 16);
+			assert_int_equal(
+			    tb_client_publish(mallory, response_topic, "forged", 6, 1, false, props), 0);
+			mosquitto_property_free_all(&props);
+			forged++;
+		}
+		pthread_join(t, NULL);
+		assert_int_equal(v.rc, MQP_OK);
+		assert_string_equal(v.reply.payload, "honest");
+		mqp_reply_free(&v.reply);
+	}
+	/* Every forgery reached the pool and was counted, none delivered. */
+	for (int w = 0; w < 200; w++) {
+		mqp_pool_stats(p, &after);
+		if (after.strays + after.late_replies - before.strays - before.late_replies
+		    >= (uint64_t)forged)
+			break;
+		nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
+	}
+	assert_int_equal(
+	    after.strays + after.late_replies - before.strays - before.late_replies, forged);
+	assert_int_equal(
+	    after.late_replies - before.late_replies, 6); /* the replays: ours, not awaited */
+	free(response_topic);
+	free(corr);
+	tb_message_free(seen);
+	tb_client_destroy(mallory);
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&honest);
 }
 
 static void unreachable_broker_fails_fast_with_the_reason(void **state)
@@ -1086,6 +1191,7 @@ int main(void)
 		cmocka_unit_test(two_pools_in_one_process_do_not_collide),
 		cmocka_unit_test(timeout_when_the_device_never_answers),
 		cmocka_unit_test(adversarial_device_never_crosses_replies),
+		cmocka_unit_test(a_device_cannot_forge_replies_to_other_devices),
 		cmocka_unit_test(unreachable_broker_fails_fast_with_the_reason),
 		cmocka_unit_test(tls_with_one_shared_context),
 		cmocka_unit_test(destroy_completes_waiting_callers),

@@ -97,7 +97,10 @@ int tb__write_acl(FILE *out)
 	    "topic readwrite #\n"
 	    "topic read $SYS/#\n\n"
 	    "user " TB_OTHER_USERNAME "\n"
-	    "topic readwrite limited/#\n");
+	    "topic readwrite limited/#\n"
+	    "# ... and a device's narrowest rights: its own commands, and answering into inboxes.\n"
+	    "topic read devices/" TB_OTHER_USERNAME "/commands/+\n"
+	    "topic write mqp/inbox/#\n");
 	return ferror(out) ? -1 : 0;
 }
 

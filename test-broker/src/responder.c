@@ -21,6 +21,7 @@
 
 #include "mqc_clock.h"
 #include "mqc_net.h"
+#include "mqc_random.h"
 #include "responder_core.h"
 
 enum { SLOT_INLINE = 480, TOPIC_MAX = 1024, EV_SOCKET = 1, EV_TIMER, EV_SIGNAL };
@@ -308,8 +309,11 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 static int setup_client(struct responder *r)
 {
 	char id[64];
-	if (!r->o.client_id) {
-		snprintf(id, sizeof id, "responder-%d", (int)getpid());
+	if (!r->o.client_id) { /* 64 random bits: nobody takes it over by guessing it */
+		if (mqc_random_id(id, sizeof id, "responder-") != 0) {
+			perror("responder: no random bytes for a client id");
+			return -1;
+		}
 		r->o.client_id = id;
 	}
 	r->m = mosquitto_new(r->o.client_id, true, r);

@@ -21,7 +21,7 @@ static void usage(void)
 	    "  --cafile FILE         CA certificate for mqtts:// (verification and hostname check)\n"
 	    "  --cert FILE --key FILE  client certificate and key\n"
 	    "  --username U --password P   broker credentials (or MQTT_USERNAME, MQTT_PASSWORD)\n"
-	    "  --client-id ID        default responder-<pid>\n"
+	    "  --client-id ID        default responder-<64 random bits>\n"
 	    "  --filter FILTER       command filter (default " RSP_DEFAULT_FILTER ")\n"
 	    "  --qos 0|1|2           subscription and reply QoS (default 0)\n"
 	    "  --protocol 5|3.1.1    default 5\n"

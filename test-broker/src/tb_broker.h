@@ -18,9 +18,12 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#define TB_USERNAME       "mqp-test"    /* the test user: read and write everything */
-#define TB_OTHER_USERNAME "mqp-limited" /* a second user: only limited/# (for ACL tests) */
-#define TB_PATH_MAX       4096
+#define TB_USERNAME "mqp-test" /* the test user: read and write everything */
+#define TB_OTHER_USERNAME                                               \
+	"mqp-limited" /* a second user: limited/#, and a device's narrowest \
+	                 rights: read devices/mqp-limited/commands/+, write \
+	                 mqp/inbox/# (ACL and attacker tests) */
+#define TB_PATH_MAX 4096
 
 /** Options; a zeroed struct (or NULL) means every default. */
 struct tb_options {

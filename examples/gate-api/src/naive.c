@@ -18,6 +18,7 @@
 #include "gate.h"
 #include "mqc_clock.h"
 #include "mqc_net.h"
+#include "mqc_random.h"
 
 struct naive {
 	int connack; /* -1 until CONNACK */
@@ -103,14 +104,16 @@ static int run_until(struct mosquitto *m, const bool *flag, const bool *refused,
 int gate_naive_request(const struct gate_naive_config *cfg, const char *topic, const void *payload,
     size_t len, int qos, unsigned timeout_ms, struct mqp_reply *reply, char *err, size_t err_len)
 {
-	static atomic_uint counter;
 	uint64_t deadline = mqc_now_ns() + (uint64_t)timeout_ms * MQC_NS_PER_MS;
 	*reply = (struct mqp_reply) { 0 };
 	struct naive r = { .connack = -1, .reply = reply };
 	if (RAND_bytes(r.corr, sizeof r.corr) != 1)
 		return MQP_ENOMEM;
+	/* 64 random bits: replicas that are all PID 1 never take over each other's connections,
+	 * and a device cannot guess the id to take one over. */
 	char id[64], inbox[128];
-	snprintf(id, sizeof id, "gate-naive-%d-%u", (int)getpid(), atomic_fetch_add(&counter, 1));
+	if (mqc_random_id(id, sizeof id, "gate-") != 0)
+		return MQP_ENOMEM;
 	snprintf(inbox, sizeof inbox, "gate/inbox/%s", id);
 	struct mosquitto *m = mosquitto_new(id, true, &r);
 	if (!m)
