@@ -8,102 +8,31 @@
  * The server lives in the broker's process and must never take its file descriptors: at most
  * CONNECTION_LIMIT connections at once (more wait in the kernel's listen queue, which costs the
  * broker nothing), and each gets CONNECTION_DEADLINE_S in all, however slowly it trickles bytes
- * (libmicrohttpd's own timeout is per idle period). The deadline is kept by a small thread that
- * holds a dup() of each connection's socket: shutting that down ends the connection without
- * ever touching a descriptor number libmicrohttpd may have closed and the broker reused.
+ * (libmicrohttpd's own timeout is per idle period; mqc_mhd.h keeps the deadline).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "mqc_mhd.h"
 #include "probe.h"
 
 enum { CONNECTION_LIMIT = 16, CONNECTION_IDLE_S = 2, CONNECTION_DEADLINE_S = 5 };
 
-struct watched {
-	int fd;         /* our dup() of the connection's socket; -1: free slot */
-	time_t started; /* CLOCK_MONOTONIC seconds */
-};
-
 struct probe_http {
 	struct MHD_Daemon *daemon;
+	struct mqc_mhd_deadline *deadline;
 	const struct probe_metrics *metrics;
 	bool observe_auth;
-	pthread_mutex_t lock;
-	pthread_cond_t wake;
-	bool stopping, reaper_started;
-	pthread_t reaper;
-	struct watched conns[CONNECTION_LIMIT + 4]; /* a closing one may linger while a new starts */
 };
-
-static time_t now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec;
-}
-
-/* libmicrohttpd's connection start and end: watch a dup of the socket, then let it go. */
-static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
-    enum MHD_ConnectionNotificationCode code)
-{
-	struct probe_http *h = cls;
-	pthread_mutex_lock(&h->lock);
-	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-		const union MHD_ConnectionInfo *info
-		    = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-		*socket_context = NULL;
-		for (size_t i = 0; info && i < sizeof h->conns / sizeof h->conns[0]; i++)
-			if (h->conns[i].fd < 0) {
-				int fd = fcntl(info->connect_fd, F_DUPFD_CLOEXEC, 0);
-				if (fd >= 0) {
-					h->conns[i] = (struct watched) { .fd = fd, .started = now_s() };
-					*socket_context = &h->conns[i];
-				}
-				break;
-			}
-	} else if (*socket_context) { /* MHD_CONNECTION_NOTIFY_CLOSED */
-		struct watched *w = *socket_context;
-		close(w->fd);
-		w->fd = -1;
-		*socket_context = NULL;
-	}
-	pthread_mutex_unlock(&h->lock);
-}
-
-/* Every half second: end the connections that have had their CONNECTION_DEADLINE_S. */
-static void *reaper_main(void *arg)
-{
-	struct probe_http *h = arg;
-	pthread_mutex_lock(&h->lock);
-	while (!h->stopping) {
-		struct timespec until;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_nsec += 500000000;
-		if (until.tv_nsec >= 1000000000) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&h->wake, &h->lock, &until);
-		time_t now = now_s();
-		for (size_t i = 0; i < sizeof h->conns / sizeof h->conns[0]; i++)
-			if (h->conns[i].fd >= 0 && now - h->conns[i].started >= CONNECTION_DEADLINE_S)
-				shutdown(h->conns[i].fd, SHUT_RDWR); /* libmicrohttpd then closes it */
-	}
-	pthread_mutex_unlock(&h->lock);
-	return NULL;
-}
 
 static enum MHD_Result reply(
     struct MHD_Connection *c, unsigned status, const char *text, const char *allow)
@@ -203,36 +132,28 @@ struct probe_http *probe_http__start(const char *host, int port, const struct pr
 	}
 	h->metrics = m;
 	h->observe_auth = observe_auth;
-	for (size_t i = 0; i < sizeof h->conns / sizeof h->conns[0]; i++)
-		h->conns[i].fd = -1;
-	pthread_mutex_init(&h->lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&h->wake, &ca);
-	pthread_condattr_destroy(&ca);
 	int fd = listen_socket(host, port, err, errlen);
 	if (fd < 0) {
-		probe_http__stop(h);
+		free(h);
 		return NULL;
 	}
 	/* The server thread inherits this mask: no signal is ever delivered to it. */
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	h->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL,
-	    handle, h, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-	    (unsigned)CONNECTION_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_IDLE_S,
-	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768, MHD_OPTION_NOTIFY_CONNECTION,
-	    on_connection, h, MHD_OPTION_END);
-	if (h->daemon)
-		h->reaper_started = pthread_create(&h->reaper, NULL, reaper_main, h) == 0;
+	h->deadline = mqc_mhd_deadline_new(CONNECTION_LIMIT, CONNECTION_DEADLINE_S * 1000);
+	if (h->deadline)
+		h->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL,
+		    handle, h, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+		    (unsigned)CONNECTION_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_IDLE_S,
+		    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768, MHD_OPTION_NOTIFY_CONNECTION,
+		    mqc_mhd_deadline_notify, h->deadline, MHD_OPTION_END);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (!h->daemon || !h->reaper_started) {
+	if (!h->daemon) {
 		snprintf(err, errlen, "http_listen: cannot start the HTTP server on %s:%d", host, port);
-		if (!h->daemon)
-			close(fd);
-		probe_http__stop(h);
+		close(fd);
+		mqc_mhd_deadline_free(h->deadline);
+		free(h);
 		return NULL;
 	}
 	return h;
@@ -242,19 +163,7 @@ void probe_http__stop(struct probe_http *h)
 {
 	if (!h)
 		return;
-	if (h->reaper_started) {
-		pthread_mutex_lock(&h->lock);
-		h->stopping = true;
-		pthread_cond_signal(&h->wake);
-		pthread_mutex_unlock(&h->lock);
-		pthread_join(h->reaper, NULL);
-	}
-	if (h->daemon)
-		MHD_stop_daemon(h->daemon); /* joins its thread, closes every connection and the socket */
-	for (size_t i = 0; i < sizeof h->conns / sizeof h->conns[0]; i++)
-		if (h->conns[i].fd >= 0)
-			close(h->conns[i].fd);
-	pthread_cond_destroy(&h->wake);
-	pthread_mutex_destroy(&h->lock);
+	MHD_stop_daemon(h->daemon); /* joins its thread, closes every connection and the socket */
+	mqc_mhd_deadline_free(h->deadline);
 	free(h);
 }

@@ -12,7 +12,9 @@
 #include <microhttpd.h>
 #include <mosquitto.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,7 @@
 
 #include "gate.h"
 #include "mqc_clock.h"
+#include "mqc_mhd.h"
 #include "mqc_strutil.h"
 #include "mqc_url.h"
 
@@ -30,8 +33,9 @@ struct gate {
 	const char *topic_prefix;
 	unsigned timeout_ms;
 	int qos;
-	size_t max_body;
+	size_t max_body, max_reply;
 	unsigned max_pending;
+	struct mqc_mhd_deadline *deadline; /* for receiving each request: mqc_mhd.h */
 	atomic_bool stopping;
 	atomic_uint active; /* HTTP requests from their headers until their response is sent */
 	struct gate_counters counters;
@@ -106,6 +110,12 @@ static enum MHD_Result run_command(struct gate *g, struct MHD_Connection *conn, 
 	        &g->naive, topic, c->body, c->len, g->qos, g->timeout_ms, &reply, why, sizeof why);
 	uint64_t took = mqc_now_ns() - t0;
 	atomic_fetch_sub(&g->counters.pending, 1);
+	if (rc == MQP_OK && reply.len > g->max_reply) {
+		mqp_reply_free(&reply);
+		snprintf(why, sizeof why, "device %s answered %s with more than %zu bytes (--max-reply)",
+		    rt->device, rt->command, g->max_reply);
+		return send_error(g, conn, rt, 502, "reply_too_large", why);
+	}
 	if (rc == MQP_OK) {
 		atomic_fetch_add(&g->counters.latency_ns_sum[rt->backend], took);
 		gate_count(&g->counters, rt->backend, 200);
@@ -152,12 +162,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*upload_data_size = 0;
 		if (c->status || c->too_big)
 			return MHD_YES; /* discard */
+		/* Past the limit: stop reading now (the rest could be endless). libmicrohttpd cannot
+		 * answer in the middle of a body, so a chunked body gets its 413 counted and the
+		 * connection closed; a declared Content-Length was answered before reading. */
 		if (c->len + n > g->max_body) {
 			c->too_big = true;
 			free(c->body);
 			c->body = NULL;
 			c->len = 0;
-			return MHD_YES;
+			return run_command(g, conn, c);
 		}
 		char *grown = realloc(c->body, c->len + n + 1);
 		if (!grown)
@@ -168,6 +181,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		c->body[c->len] = '\0';
 		return MHD_YES;
 	}
+	if (c->too_big)
+		return MHD_YES;                         /* answered (413) while the body came in */
+	mqc_mhd_deadline_disarm(g->deadline, conn); /* the request is in: its deadline is met */
 	if (c->status) {
 		const char *code = c->status == 400 ? "bad_request"
 		    : c->status == 404              ? "not_found"
@@ -195,16 +211,41 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(
     void *cls, struct MHD_Connection *conn, void **state, enum MHD_RequestTerminationCode why)
 {
-	(void)conn;
 	(void)why;
 	struct gate *g = cls;
 	struct call *c = *state;
+	mqc_mhd_deadline_arm(g->deadline, conn); /* the next request on this connection */
 	if (c) {
 		free(c->body);
 		free(c);
 		atomic_fetch_sub(&g->active, 1);
 	}
 	*state = NULL;
+}
+
+/* libmicrohttpd's messages, at most one a second: past the connection limit it has one for every
+ * refused connection, and a flood of them must not become a flood of log lines. */
+static void log_limited(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static uint64_t last_ns;
+	static unsigned long suppressed;
+	uint64_t now = mqc_now_ns();
+	pthread_mutex_lock(&lock);
+	if (last_ns && now - last_ns < MQC_NS_PER_S) {
+		suppressed++;
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	if (suppressed)
+		fprintf(
+		    stderr, "gate-api: (%lu more HTTP server messages in the last second)\n", suppressed);
+	suppressed = 0;
+	last_ns = now;
+	fprintf(stderr, "gate-api: ");
+	vfprintf(stderr, fmt, ap);
+	pthread_mutex_unlock(&lock);
 }
 
 /* libmicrohttpd must not decode the path: gate_route_parse decodes each segment itself. */
@@ -240,7 +281,15 @@ static void usage(FILE *out)
 	    "  --qos N               QoS of the command (default 1)\n"
 	    "  --pool-max N          pool connections at most (default 10)\n"
 	    "  --pool-min N          pool connections kept warm (default 2)\n"
-	    "  --max-body BYTES      larger bodies get 413 (default 16384)\n"
+	    "  --max-body BYTES      a larger declared body gets 413 before it is read; a chunked\n"
+	    "                        body is cut off (connection closed) once it passes it\n"
+	    "                        (default 16384)\n"
+	    "  --max-reply BYTES     a larger device reply is dropped: 502 reply_too_large\n"
+	    "                        (default 1M)\n"
+	    "  --request-deadline D  headers and body must be in within D of the request's start\n"
+	    "                        (or of the last response on a kept-alive connection), however\n"
+	    "                        slowly they trickle; then the connection is closed (default 10s)\n"
+	    "  --max-per-address N   HTTP connections from one client address (default 64)\n"
 	    "  --max-pending N       commands in flight before 503 pool_exhausted (default 256)\n"
 	    "  --threads N           HTTP connections served at once (default 512)\n"
 	    "  --drain D             on SIGINT/SIGTERM: stop accepting, finish commands in\n"
@@ -287,6 +336,9 @@ int main(int argc, char **argv)
 		{ "pool-min", required_argument, NULL, 'm' },
 		{ "max-body", required_argument, NULL, 'B' },
 		{ "max-pending", required_argument, NULL, 'p' },
+		{ "max-reply", required_argument, NULL, 'R' },
+		{ "request-deadline", required_argument, NULL, 'D' },
+		{ "max-per-address", required_argument, NULL, 'A' },
 		{ "threads", required_argument, NULL, 'n' },
 		{ "drain", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
@@ -296,7 +348,9 @@ int main(int argc, char **argv)
 		.timeout_ms = 5000,
 		.qos = 1,
 		.max_body = 16384,
+		.max_reply = 1024 * 1024,
 		.max_pending = 256 };
+	uint64_t request_deadline_ns = 10 * MQC_NS_PER_S, per_address = 64;
 	const char *broker = NULL, *listen = "127.0.0.1:8080";
 	struct mqp_pool_options po
 	    = { .username = getenv("MQTT_USERNAME"), .password = getenv("MQTT_PASSWORD") };
@@ -360,6 +414,21 @@ int main(int argc, char **argv)
 				if (mqc_parse_count(optarg, 256 * 1024 * 1024, &v) != 0)
 					return bad(name, optarg, "a byte count up to 256M");
 				g.max_body = (size_t)v;
+				break;
+			case 'R':
+				if (mqc_parse_count(optarg, 256 * 1024 * 1024, &v) != 0)
+					return bad(name, optarg, "a byte count up to 256M");
+				g.max_reply = (size_t)v;
+				break;
+			case 'D':
+				if (mqc_parse_duration(optarg, MQC_NS_PER_S, &request_deadline_ns) != 0
+				    || request_deadline_ns < 100 * MQC_NS_PER_MS
+				    || request_deadline_ns > 3600 * MQC_NS_PER_S)
+					return bad(name, optarg, "a duration from 100ms to 1h");
+				break;
+			case 'A':
+				if (mqc_parse_u64(optarg, 1, 100000, &per_address) != 0)
+					return bad(name, optarg, "1 to 100000");
 				break;
 			case 'p':
 				if (mqc_parse_u64(optarg, 1, 1000000, &v) != 0)
@@ -427,14 +496,22 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gate-api: cannot create the pool: %s: %s\n", mqp_strerror(rc), err);
 		return 1;
 	}
-	struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION
-	        | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_POLL | MHD_USE_ITC,
-	    0, NULL, NULL, on_request, &g, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)threads, MHD_OPTION_CONNECTION_TIMEOUT, 60u,
-	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, &g, MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped,
-	    NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
+	g.deadline
+	    = mqc_mhd_deadline_new((unsigned)threads, (unsigned)(request_deadline_ns / MQC_NS_PER_MS));
+	struct MHD_Daemon *d = !g.deadline
+	    ? NULL
+	    : MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD
+	            | MHD_USE_ERROR_LOG | MHD_USE_POLL | MHD_USE_ITC,
+	        0, NULL, NULL, on_request, &g, MHD_OPTION_EXTERNAL_LOGGER, log_limited, NULL,
+	        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT,
+	        (unsigned)threads, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_address,
+	        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(request_deadline_ns / MQC_NS_PER_S + 1),
+	        MHD_OPTION_NOTIFY_COMPLETED, on_completed, &g, MHD_OPTION_NOTIFY_CONNECTION,
+	        mqc_mhd_deadline_notify, g.deadline, MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
+	        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
 	if (!d) {
 		fprintf(stderr, "gate-api: cannot listen on %s: %s\n", listen, strerror(errno));
+		mqc_mhd_deadline_free(g.deadline);
 		mqp_pool_destroy(g.pool);
 		return 1;
 	}
@@ -463,6 +540,7 @@ int main(int argc, char **argv)
 	if (atomic_load(&g.active) > 0)
 		drained = MQP_ETIMEDOUT;
 	MHD_stop_daemon(d); /* joins the connection threads */
+	mqc_mhd_deadline_free(g.deadline);
 	mqp_pool_destroy(g.pool);
 	mosquitto_lib_cleanup();
 	uint64_t ok[GATE_BACKENDS];

@@ -1,0 +1,209 @@
+#!/usr/bin/python3
+"""A slow or greedy client cannot starve the gateway.
+
+While 300 clients from 30 addresses trickle header bytes (each byte within libmicrohttpd's idle
+timeout), another streams an endless chunked body and a third opens 40 connections from one
+address, a normal client keeps getting 200s at its usual latency. Then: every slow client was cut
+at the request deadline, the chunked body got 413 after at most a few times --max-body, the one
+address got at most --max-per-address connections, a reply above --max-reply is a 502, and the
+flood left a handful of log lines, not one per refused connection.
+
+usage: slowloris_test.py TB_RUN RESPONDER GATE_API
+"""
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+tb_run, responder, gate_api = sys.argv[1:4]
+tmp = tempfile.mkdtemp(prefix="gate-slowloris-")
+failures = []
+procs = []
+
+
+def check(ok, what):
+    print(("ok: " if ok else "FAIL: ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def spawn(argv, ready):
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=open(f"{tmp}/{len(procs)}.err", "w"), text=True)
+    procs.append(p)
+    end = time.monotonic() + 15
+    while time.monotonic() < end:
+        line = p.stdout.readline()
+        if ready in line:
+            return line
+    raise SystemExit(f"FAIL: {argv[0]} did not print {ready}")
+
+
+out = subprocess.run([tb_run, "--daemon", "--no-tls", "--dir", tmp], capture_output=True, text=True, timeout=60)
+env = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+env = {k: v.strip("'\"") for k, v in env.items()}
+auth = ["--username", env["MQTT_USERNAME"], "--password", env["MQTT_PASSWORD"]]
+try:
+    spawn([responder, "--broker", env["MQTT_URL"], *auth, "--filter", "devices/+/commands/ping"], "RESPONDER_READY")
+    spawn([responder, "--broker", env["MQTT_URL"], *auth, "--filter", "devices/big/commands/fetch",
+           "--reply", "x" * 120000], "RESPONDER_READY")
+    line = spawn([gate_api, "--broker", env["MQTT_URL"], *auth, "--listen", "127.0.0.1:0",
+                  "--request-deadline", "2s", "--max-per-address", "16", "--max-body", "4096",
+                  "--max-reply", "100k", "--threads", "512"], "GATE_API_READY")
+    port = int(line.split("url=http://127.0.0.1:")[1].split()[0])
+    gate_err = f"{tmp}/{len(procs) - 1}.err"
+
+    def post(sock, path="/devices/d1/commands/ping", body=b"{}"):
+        sock.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += sock.recv(65536)
+        head, rest = data.split(b"\r\n\r\n", 1)
+        length = int([h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length:")][0].split(b":")[1])
+        while len(rest) < length:
+            rest += sock.recv(65536)
+        return int(head.split()[1]), rest
+
+    def normal_latencies(n):
+        lat = []
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            for _ in range(n):
+                t = time.monotonic()
+                status, _ = post(s)
+                lat.append((time.monotonic() - t) * 1000)
+                if status != 200:
+                    check(False, f"a normal request got {status}")
+        return lat
+
+    quiet = normal_latencies(50)
+
+    # The attack: 300 trickling clients from 127.0.0.2..127.0.0.31, 10 each.
+    slow, cut = [], []
+    for a in range(30):
+        for _ in range(10):
+            s = socket.socket()
+            s.bind((f"127.0.0.{a + 2}", 0))
+            s.settimeout(5)
+            s.connect(("127.0.0.1", port))
+            s.sendall(b"POST /devices/d1/commands/ping HTTP/1.1\r\nHost: x\r\n")
+            slow.append(s)
+    start = time.monotonic()
+
+    def trickle():
+        alive = set(range(len(slow)))
+        while alive and time.monotonic() - start < 8:
+            for i in list(alive):
+                try:
+                    slow[i].sendall(b"X")
+                except OSError:
+                    alive.discard(i)
+                    cut.append(time.monotonic() - start)
+            time.sleep(0.5)
+        for i in alive:
+            try:  # a server close may only show on read
+                slow[i].setblocking(False)
+                if slow[i].recv(1) == b"":
+                    cut.append(time.monotonic() - start)
+            except OSError:
+                pass
+
+    chunked = {}
+
+    def chunk_flood():
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(b"POST /devices/d1/commands/ping HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+            got = []
+
+            def read():  # the answer comes while we are still sending
+                try:
+                    while data := s.recv(4096):
+                        got.append(data)
+                except OSError:
+                    pass
+            reader = threading.Thread(target=read)
+            reader.start()
+            piece = b"%x\r\n%s\r\n" % (65536, b"{" * 65536)
+            sent = 0
+            try:
+                while sent < 200 * 1024 * 1024:
+                    s.sendall(piece)
+                    sent += 65536
+            except OSError:
+                pass
+            chunked["sent"] = sent
+            reader.join(5)
+            chunked["reply"] = b"".join(got)
+
+    def one_address():
+        conns = []
+        for _ in range(40):
+            s = socket.socket()
+            s.bind(("127.0.0.40", 0))
+            s.settimeout(2)
+            try:
+                s.connect(("127.0.0.1", port))
+                conns.append(s)
+            except OSError:
+                pass
+        time.sleep(0.5)
+        open_ = 0
+        for s in conns:
+            try:
+                s.setblocking(False)
+                open_ += s.recv(1) != b""
+            except BlockingIOError:
+                open_ += 1
+            except OSError:
+                pass
+        chunked["one_address_open"] = open_
+        for s in conns:
+            s.close()
+
+    threads = [threading.Thread(target=f) for f in (trickle, chunk_flood, one_address)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    under_attack = normal_latencies(50)
+    for t in threads:
+        t.join()
+
+    q50, a50 = statistics.median(quiet), statistics.median(under_attack)
+    check(max(under_attack) < 1000 and a50 < max(20 * q50, 50),
+          f"a normal client under attack: 50 of 50 answered 200, p50 {a50:.2f} ms (quiet {q50:.2f} ms), max {max(under_attack):.1f} ms")
+    check(len(cut) == 300 and max(cut) < 4.5,
+          f"300 trickling clients were cut at the 2 s deadline: {len(cut)} cut, the last after {max(cut, default=-1):.1f} s")
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        metrics = b""
+        while data := s.recv(65536):
+            metrics += data
+    cut413 = [l for l in metrics.decode().splitlines() if 'status="413"' in l and l.startswith("gate_api_responses_total")]
+    check(chunked.get("sent", 1 << 40) < 32 * 1024 * 1024 and any(l.endswith(" 1") for l in cut413),
+          f"an endless chunked body was cut off after {chunked.get('sent', 0) >> 10} KiB (max-body 4 KiB; "
+          f"kernel buffers hold the rest) and counted: {cut413}")
+    check(chunked.get("one_address_open", 99) <= 16,
+          f"40 connections from one address: {chunked.get('one_address_open')} kept (--max-per-address 16)")
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        status, body = post(s, "/devices/d2/commands/ping")
+        check(status == 200, f"afterwards a command still gets 200 ({status})")
+        status, body = post(s, "/devices/big/commands/fetch")
+        check(status == 502 and b"reply_too_large" in body,
+              f"a 120 kB reply above --max-reply 100k: {status} {body[:120]!r}")
+    time.sleep(0.5)
+    lines = open(gate_err).read().count("\n")
+    check(lines < 40, f"the attack left {lines} lines in the gateway's log")
+finally:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    if "RUN_PID" in env:
+        subprocess.run(["kill", env["RUN_PID"]])
+print(open(gate_err).read()[-2000:] if failures else "", end="")
+sys.exit(1 if failures else 0)
