@@ -72,6 +72,8 @@ struct storm {
 	uint64_t connack_codes[256];
 	struct mqc_hist tcp, connack;
 	uint64_t last_done;
+	unsigned char *pkt; /* the CONNECT being sent: room for the longest id and credentials */
+	size_t pkt_cap;
 };
 
 static volatile sig_atomic_t interrupted;
@@ -82,12 +84,27 @@ static void on_signal(int sig)
 	interrupted = 1;
 }
 
-/* A CONNECT packet: clean session, keepalive 0 (held connections stay quiet). */
-static size_t build_connect(const struct bench_opts *o, unsigned k, unsigned char *out)
+/* A CONNECT packet: clean session, keepalive 0 (held connections stay quiet). 0 when it does
+ * not fit in cap (bench_connect_check refused such options before the run). */
+static size_t build_connect(const struct bench_opts *o, unsigned k, unsigned char *out, size_t cap)
 {
 	char id[128];
 	snprintf(id, sizeof id, "%s-%s-%u", o->prefix, o->token, k);
-	return mqc_mqtt_connect(out, o->protocol, id, o->username, o->password, 0);
+	return mqc_mqtt_connect(out, cap, o->protocol, id, o->username, o->password, 0);
+}
+
+int bench_connect_check(const struct bench_opts *o, char *err, size_t errlen)
+{
+	const char *too_long = o->username && strlen(o->username) > MQC_MQTT_STR_MAX ? "--username"
+	    : o->password && strlen(o->password) > MQC_MQTT_STR_MAX                  ? "--password"
+	    : strlen(o->prefix) > 64                                                 ? "--prefix"
+	                                                                             : NULL;
+	if (too_long) {
+		snprintf(err, errlen, "%s: longer than MQTT allows (%u bytes)", too_long,
+		    too_long[2] == 'p' && too_long[3] == 'r' ? 64u : MQC_MQTT_STR_MAX);
+		return -1;
+	}
+	return 0;
 }
 
 static void finish(struct storm *s, struct attempt *a, enum state st, int reason)
@@ -116,15 +133,17 @@ static void finish(struct storm *s, struct attempt *a, enum state st, int reason
 static void want(struct storm *s, struct attempt *a, uint32_t events)
 {
 	struct epoll_event ev = { .events = events, .data.ptr = a };
-	epoll_ctl(s->ep, EPOLL_CTL_MOD, a->fd, &ev);
+	if (epoll_ctl(s->ep, EPOLL_CTL_MOD, a->fd, &ev) != 0)
+		finish(s, a, ST_FAILED, R_OTHER); /* never waits for an event it cannot get */
 }
 
 static void send_connect(struct storm *s, struct attempt *a)
 {
-	unsigned char pkt[1200];
-	size_t len = build_connect(s->o, (unsigned)(a - s->a), pkt);
-	ssize_t n = a->ssl ? SSL_write(a->ssl, pkt, (int)len) : send(a->fd, pkt, len, MSG_NOSIGNAL);
-	if (n != (ssize_t)len) { /* a fresh socket takes a small packet whole */
+	size_t len = build_connect(s->o, (unsigned)(a - s->a), s->pkt, s->pkt_cap);
+	ssize_t n = !len ? -1
+	    : a->ssl     ? SSL_write(a->ssl, s->pkt, (int)len)
+	                 : send(a->fd, s->pkt, len, MSG_NOSIGNAL);
+	if (n != (ssize_t)len || !len) { /* a fresh socket takes a small packet whole */
 		finish(s, a, ST_FAILED, R_OTHER);
 		return;
 	}
@@ -178,7 +197,8 @@ static void start(struct storm *s, struct attempt *a, unsigned k)
 		return;
 	}
 	struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = a };
-	epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev);
+	if (epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev) != 0)
+		finish(s, a, ST_FAILED, R_OTHER);
 }
 
 static void on_event(struct storm *s, struct attempt *a, uint32_t events)
@@ -421,9 +441,15 @@ int bench_run_connect(const struct bench_opts *o)
 	if (o->url.tls && !(s.ctx = make_ctx(o)))
 		return 1;
 	s.a = calloc(o->clients, sizeof *s.a);
+	s.pkt_cap = mqc_mqtt_connect_size("", o->username, o->password) + 128 /* the id */;
+	s.pkt = malloc(s.pkt_cap);
 	s.ep = epoll_create1(EPOLL_CLOEXEC);
-	if (!s.a || mqc_hist_init(&s.tcp, 10) || mqc_hist_init(&s.connack, 10)) {
+	if (!s.a || !s.pkt || mqc_hist_init(&s.tcp, 10) || mqc_hist_init(&s.connack, 10)) {
 		fprintf(stderr, "mqbench: out of memory\n");
+		return 1;
+	}
+	if (s.ep < 0) {
+		perror("mqbench: epoll_create1");
 		return 1;
 	}
 	signal(SIGINT, on_signal);
@@ -574,6 +600,7 @@ int bench_run_connect(const struct bench_opts *o)
 		rc = 1;
 	}
 	free(s.a);
+	free(s.pkt);
 	free(s.sources);
 	SSL_CTX_free(s.ctx);
 	mqc_hist_free(&s.tcp);

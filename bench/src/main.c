@@ -423,6 +423,10 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		fprintf(stderr, "mqbench: --metrics-url: %s\n", err);
 		return 2;
 	}
+	if (sc == SC_CONNECT && bench_connect_check(o, err, sizeof err) != 0) {
+		fprintf(stderr, "mqbench: %s\n", err);
+		return 2;
+	}
 	if (o->url.tls && !o->cafile) {
 		fprintf(stderr, "mqbench: %s needs --cafile to verify the broker\n", o->broker);
 		return 2;

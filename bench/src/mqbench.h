@@ -55,6 +55,8 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 
 int bench_run_throughput(const struct bench_opts *o);
 int bench_run_connect(const struct bench_opts *o);
+/** Whether connect's CONNECT packets can be built from these options; -1 with the reason. */
+int bench_connect_check(const struct bench_opts *o, char *err, size_t errlen);
 int bench_run_request(const struct bench_opts *o);
 int bench_merge(int argc, char **argv);
 int bench_report(int argc, char **argv);

@@ -222,7 +222,10 @@ static void watch(struct bench *b, struct conn *c)
 	if (want == c->out)
 		return;
 	struct epoll_event ev = { .events = EPOLLIN | (want ? EPOLLOUT : 0u), .data.ptr = c };
-	epoll_ctl(b->ep, EPOLL_CTL_MOD, c->fd, &ev);
+	if (epoll_ctl(b->ep, EPOLL_CTL_MOD, c->fd, &ev) != 0) {
+		fail(b, "epoll_ctl: %s", strerror(errno));
+		return;
+	}
 	c->out = want;
 }
 
@@ -271,7 +274,10 @@ static int open_conn(struct bench *b, struct conn *c, const char *id)
 	}
 	c->fd = mosquitto_socket(c->m);
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
-	epoll_ctl(b->ep, EPOLL_CTL_ADD, c->fd, &ev);
+	if (epoll_ctl(b->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
+		fail(b, "epoll_ctl: %s", strerror(errno));
+		return -1;
+	}
 	flush(b, c);
 	return 0;
 }

@@ -14,12 +14,13 @@ struct mqc_http_response {
 	size_t body_len;
 };
 
-/** Send request to 127.0.0.1:port, read until the server closes. Returns 0, or -1 on a
- *  connection failure or timeout. */
+/** Send request to 127.0.0.1:port, read until the server closes, all within timeout_ms (one
+ *  deadline for the whole call, however slowly the server answers). Returns 0, or -1 on a
+ *  connection failure, the deadline, out of memory or a response over 64 MiB. */
 int mqc_http_raw(
     int port, const char *request, size_t len, int timeout_ms, struct mqc_http_response *out);
 
-/** GET path (HTTP/1.0, Connection: close). */
+/** GET path (HTTP/1.0, Connection: close), 5 s in all. -1 also for a path over 400 bytes. */
 int mqc_http_get(int port, const char *path, struct mqc_http_response *out);
 
 void mqc_http_response_free(struct mqc_http_response *r);

@@ -66,9 +66,9 @@ static int mqtt_connect(const struct tb_info *i, const char *id, int level)
 	if (fd < 0)
 		return -1;
 	unsigned char pkt[600];
-	size_t n = mqc_mqtt_connect(pkt, level, id, i->username, i->password, 60);
+	size_t n = mqc_mqtt_connect(pkt, sizeof pkt, level, id, i->username, i->password, 60);
 	unsigned char ack[16];
-	if (!send_all(fd, pkt, n) || recv(fd, ack, sizeof ack, 0) < 4 || ack[0] != 0x20
+	if (!n || !send_all(fd, pkt, n) || recv(fd, ack, sizeof ack, 0) < 4 || ack[0] != 0x20
 	    || ack[3] != 0) {
 		close(fd);
 		return -1;
@@ -87,9 +87,9 @@ static void *publisher(void *arg)
 {
 	struct run *r = arg;
 	unsigned char body[2048], one[2100];
-	size_t n = mqc_mqtt_put_str(body, "bench/flood");
+	size_t n = mqc_mqtt_put_str(body, sizeof body, "bench/flood"); /* --size <= 1024: fits */
 	memset(body + n, 'p', r->size);
-	size_t plen = mqc_mqtt_packet(one, 0x30, body, n + r->size);
+	size_t plen = mqc_mqtt_packet(one, sizeof one, 0x30, body, n + r->size);
 	unsigned char *batch = malloc(plen * BATCH);
 	for (int k = 0; k < BATCH; k++)
 		memcpy(batch + (size_t)k * plen, one, plen);
@@ -185,11 +185,12 @@ static double measure(int mode, double seconds, size_t size, double *send_rate, 
 	body[n++] = 0;
 	body[n++] = 1; /* packet id */
 	body[n++] = 0; /* v5: no properties */
-	n += mqc_mqtt_put_str(body + n, "bench/#");
+	n += mqc_mqtt_put_str(body + n, sizeof body - n, "bench/#");
 	body[n++] = 0; /* QoS 0 */
 	unsigned char ack[16];
 	double rate = -1;
-	if (r.sub < 0 || r.pub < 0 || !send_all(r.sub, pkt, mqc_mqtt_packet(pkt, 0x82, body, n))
+	if (r.sub < 0 || r.pub < 0
+	    || !send_all(r.sub, pkt, mqc_mqtt_packet(pkt, sizeof pkt, 0x82, body, n))
 	    || recv(r.sub, ack, sizeof ack, 0) < 5 || ack[0] != 0x90) {
 		fprintf(stderr, "probe_overhead: connect/subscribe failed\n");
 		goto out;

@@ -504,7 +504,14 @@ static void conn_open(struct mqp_pool *p, struct pconn *c)
 	}
 	c->fd = mosquitto_socket(c->m);
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.ptr = c };
-	epoll_ctl(p->ep, EPOLL_CTL_ADD, c->fd, &ev);
+	if (epoll_ctl(p->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0) { /* unwatched, it would never finish */
+		set_error(p, "epoll_ctl: %s", strerror(errno));
+		mosquitto_destroy(c->m);
+		mqp__corr_free(&c->corr);
+		*c = (struct pconn) { .fd = -1 };
+		backoff(p);
+		return;
+	}
 	c->out = true;
 	c->open = true;
 }
@@ -515,7 +522,11 @@ static void conn_watch(struct mqp_pool *p, struct pconn *c)
 	if (want == c->out || c->fd < 0)
 		return;
 	struct epoll_event ev = { .events = EPOLLIN | (want ? EPOLLOUT : 0u), .data.ptr = c };
-	epoll_ctl(p->ep, EPOLL_CTL_MOD, c->fd, &ev);
+	if (epoll_ctl(p->ep, EPOLL_CTL_MOD, c->fd, &ev) != 0) {
+		set_error(p, "epoll_ctl: %s", strerror(errno));
+		c->dead = true; /* conn_settle closes it; its calls fail with MQP_ECONNLOST */
+		return;
+	}
 	c->out = want;
 }
 
@@ -533,6 +544,8 @@ static void conn_settle(struct mqp_pool *p, struct pconn *c)
 		return;
 	}
 	conn_watch(p, c);
+	if (c->dead) /* it could not be watched */
+		conn_close(p, c);
 }
 
 /* --- the I/O thread ------------------------------------------------------------------------ */

@@ -359,11 +359,14 @@ static int run(struct responder *r, int sfd)
 	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	int sock = mosquitto_socket(r->m);
 	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = EV_SOCKET };
-	epoll_ctl(ep, EPOLL_CTL_ADD, sock, &ev);
-	ev = (struct epoll_event) { .events = EPOLLIN, .data.u32 = EV_TIMER };
-	epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
-	ev = (struct epoll_event) { .events = EPOLLIN, .data.u32 = EV_SIGNAL };
-	epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
+	struct epoll_event tev = { .events = EPOLLIN, .data.u32 = EV_TIMER };
+	struct epoll_event sev = { .events = EPOLLIN, .data.u32 = EV_SIGNAL };
+	if (ep < 0 || tfd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, sock, &ev) != 0
+	    || epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &tev) != 0
+	    || epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &sev) != 0) {
+		perror("responder: epoll");
+		return 1;
+	}
 
 	bool want_out = false;
 	uint64_t next_misc = mqc_now_ns() + MQC_NS_PER_S;
@@ -372,7 +375,11 @@ static int run(struct responder *r, int sfd)
 		if (need_out != want_out) {
 			ev = (struct epoll_event) { .events = EPOLLIN | (need_out ? EPOLLOUT : 0u),
 				.data.u32 = EV_SOCKET };
-			epoll_ctl(ep, EPOLL_CTL_MOD, sock, &ev);
+			if (epoll_ctl(ep, EPOLL_CTL_MOD, sock, &ev) != 0) {
+				perror("responder: epoll_ctl");
+				r->exit_code = 1;
+				break;
+			}
 			want_out = need_out;
 		}
 		uint64_t wake = next_misc;

@@ -53,7 +53,8 @@ const char *gate_error_code(int mqp_err);
 /**
  * The 200 body: {"device":..., "command":..., "route":"pool"|"naive", "latency_ms":...,
  * "reply":...}, where reply is the device's payload embedded as JSON when it parses as JSON and
- * as a JSON string otherwise. Returns a malloc'd string or NULL (out of memory).
+ * as a JSON string otherwise; a payload that is not UTF-8 (or holds a NUL) is "reply_base64".
+ * Always valid UTF-8 JSON. Returns a malloc'd string or NULL (out of memory).
  */
 char *gate_reply_json(
     const struct gate_route *route, const void *payload, size_t len, uint64_t latency_ns);
@@ -61,8 +62,13 @@ char *gate_reply_json(
 /** An error body: {"error": code, "message": message}. malloc'd, or NULL. */
 char *gate_error_json(const char *code, const char *message);
 
-/** Nonzero when body (len bytes) is empty or one JSON value. */
+/** Nonzero when body (len bytes) is empty or one JSON value, in UTF-8, with no NUL (not even
+ *  escaped as \u0000: the command would be cut there). */
 bool gate_body_ok(const char *body, size_t len);
+
+/** Whether len bytes are UTF-8 without NUL, overlong forms, surrogates or code points past
+ *  U+10FFFF. */
+bool gate_utf8_valid(const char *text, size_t len);
 
 /* Responses by route and status, for /metrics. */
 enum { GATE_STATUS_SLOTS = 11 };

@@ -219,14 +219,77 @@ static cJSON *parse_exact(const char *text, size_t len)
 	return j;
 }
 
+bool gate_utf8_valid(const char *text, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)text, *end = s + len;
+	while (s < end) {
+		unsigned c = *s;
+		size_t n = c < 0x80      ? 1
+		    : (c & 0xe0) == 0xc0 ? 2
+		    : (c & 0xf0) == 0xe0 ? 3
+		    : (c & 0xf8) == 0xf0 ? 4
+		                         : 0;
+		if (c == 0 || n == 0 || (size_t)(end - s) < n)
+			return false;
+		unsigned cp = n == 1 ? c : c & (0x7fu >> n);
+		for (size_t i = 1; i < n; i++) {
+			if ((s[i] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (s[i] & 0x3fu);
+		}
+		static const unsigned min[5] = { 0, 0, 0x80, 0x800, 0x10000 };
+		if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false; /* overlong, beyond Unicode, or a surrogate */
+		s += n;
+	}
+	return true;
+}
+
+/* Whether a JSON text holds the escape \u0000 in a string: cJSON would cut the string there. */
+static bool json_has_nul_escape(const char *text, size_t len)
+{
+	bool in_string = false;
+	for (size_t i = 0; i < len; i++) {
+		if (text[i] == '"')
+			in_string = !in_string;
+		else if (in_string && text[i] == '\\') {
+			if (i + 5 < len && memcmp(text + i + 1, "u0000", 5) == 0)
+				return true;
+			i++; /* the escaped character */
+		}
+	}
+	return false;
+}
+
 bool gate_body_ok(const char *body, size_t len)
 {
 	if (len == 0)
 		return true;
+	if (!gate_utf8_valid(body, len) || json_has_nul_escape(body, len))
+		return false;
 	cJSON *j = parse_exact(body, len);
 	bool ok = j != NULL;
 	cJSON_Delete(j);
 	return ok;
+}
+
+/* Base64 (RFC 4648) of len bytes, NUL-terminated; malloc'd or NULL. */
+static char *base64(const unsigned char *in, size_t len)
+{
+	static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	char *out = malloc((len + 2) / 3 * 4 + 1), *o = out;
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < len; i += 3) {
+		unsigned v = (unsigned)in[i] << 16 | (i + 1 < len ? (unsigned)in[i + 1] << 8 : 0)
+		    | (i + 2 < len ? in[i + 2] : 0);
+		*o++ = digits[v >> 18 & 63];
+		*o++ = digits[v >> 12 & 63];
+		*o++ = i + 1 < len ? digits[v >> 6 & 63] : '=';
+		*o++ = i + 2 < len ? digits[v & 63] : '=';
+	}
+	*o = '\0';
+	return out;
 }
 
 char *gate_reply_json(
@@ -239,11 +302,21 @@ char *gate_reply_json(
 	cJSON_AddStringToObject(o, "command", route->command);
 	cJSON_AddStringToObject(o, "route", route->backend == GATE_POOL ? "pool" : "naive");
 	cJSON_AddNumberToObject(o, "latency_ms", (double)latency_ns / 1e6);
-	cJSON *reply = len ? parse_exact(payload, len) : NULL;
-	if (!reply) { /* not JSON: the payload as a string (it is NUL-terminated by the pool) */
-		reply = cJSON_CreateString(len ? (const char *)payload : "");
+	/* The answer is always valid UTF-8 JSON: text that is not is carried as base64. */
+	const char *key = "reply";
+	cJSON *reply = NULL;
+	if (!gate_utf8_valid(payload, len)) {
+		char *b64 = base64(payload, len);
+		reply = b64 ? cJSON_CreateString(b64) : NULL;
+		free(b64);
+		key = "reply_base64";
+	} else {
+		if (len && !json_has_nul_escape(payload, len))
+			reply = parse_exact(payload, len);
+		if (!reply) /* not JSON: the payload as a string (it is NUL-terminated by the pool) */
+			reply = cJSON_CreateString(len ? (const char *)payload : "");
 	}
-	if (!reply || !cJSON_AddItemToObject(o, "reply", reply)) {
+	if (!reply || !cJSON_AddItemToObject(o, key, reply)) {
 		cJSON_Delete(reply);
 		cJSON_Delete(o);
 		return NULL;

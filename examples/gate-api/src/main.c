@@ -90,7 +90,8 @@ static enum MHD_Result run_command(struct gate *g, struct MHD_Connection *conn, 
 		return send_error(g, conn, rt, 413, "body_too_large", why);
 	}
 	if (!gate_body_ok(c->body, c->len))
-		return send_error(g, conn, rt, 400, "bad_json", "the body must be empty or one JSON value");
+		return send_error(g, conn, rt, 400, "bad_json",
+		    "the body must be empty or one JSON value, in UTF-8, without NUL");
 	if (atomic_load(&g->stopping))
 		return send_error(g, conn, rt, 503, "shutting_down", "the gateway is shutting down");
 	/* Admission: beyond max_pending the pool is exhausted; say so now instead of queueing. */

@@ -142,6 +142,24 @@ static void replies_embed_json_or_become_strings(void **state)
 	assert_true(gate_body_ok("42", 2));
 	assert_false(gate_body_ok("{", 1));
 	assert_false(gate_body_ok("{} {}", 5));
+	/* NUL and invalid UTF-8: refused, raw or escaped. */
+	assert_false(gate_body_ok("\"a\0b\"", 5));
+	assert_false(gate_body_ok("\"a\\u0000b\"", 10));
+	assert_true(gate_body_ok("\"a\\\\u0000b\"", 11)); /* an escaped backslash, then text */
+	assert_false(gate_body_ok("\"\xff\"", 3));
+	assert_false(gate_body_ok("\"\xc0\xaf\"", 4));                      /* overlong '/' */
+	assert_false(gate_body_ok("\"\xed\xa0\x80\"", 5));                  /* a surrogate */
+	assert_false(gate_body_ok("\"\xf4\x90\x80\x80\"", 6));              /* past U+10FFFF */
+	assert_false(gate_body_ok("\"\xe2\x82\"", 4));                      /* cut short */
+	assert_true(gate_body_ok("\"\xe2\x82\xac \xf0\x9f\x98\x80\"", 10)); /* EUR, an emoji */
+	/* A reply that is not UTF-8 comes back as base64, so the answer stays valid JSON. */
+	j = gate_reply_json(&r, "\xff\x00ok", 4, 0);
+	assert_non_null(strstr(j, "\"reply_base64\":\"/wBvaw==\""));
+	assert_true(gate_utf8_valid(j, strlen(j)));
+	free(j);
+	j = gate_reply_json(&r, "\"x\\u0000y\"", 10, 0); /* JSON with an escaped NUL: a string */
+	assert_non_null(strstr(j, "\"reply\":\"\\\"x\\\\u0000y\\\"\""));
+	free(j);
 }
 
 static void metrics_count_by_route_and_status(void **state)
