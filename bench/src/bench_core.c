@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "mqc_hist.h"
 
 void bench_put_u32le(unsigned char *out, uint32_t v)
@@ -125,4 +127,83 @@ double bench_delayed_ack_share(const struct mqc_hist *h)
 				near += h->counts[i];
 	}
 	return (double)near / (double)h->count;
+}
+
+/* --- reading the probe's text ---------------------------------------------------------------- */
+
+double bench_prom_sum(const char *text, const char *name, bool *found)
+{
+	size_t n = strlen(name);
+	double sum = 0;
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		if (strncmp(p, name, n) != 0 || (p[n] != '{' && p[n] != ' '))
+			continue;
+		/* The value follows the name, or the label set's closing brace, after one space. */
+		const char *v = p[n] == ' ' ? p + n + 1 : NULL;
+		if (!v) {
+			const char *close = strchr(p + n, '}'), *eol = strchr(p + n, '\n');
+			if (!close || (eol && close > eol) || close[1] != ' ')
+				continue; /* no value on this line */
+			v = close + 2;
+		}
+		char *end;
+		double x = strtod(v, &end);
+		if (end != v && isfinite(x)) {
+			sum += x;
+			*found = true;
+		}
+	}
+	return sum;
+}
+
+/* --- histograms in --json results ------------------------------------------------------------- */
+
+/* item as a whole number in 0..max: false for anything else (NaN, negative, fractional, huge). */
+static bool json_uint(const cJSON *item, double max, uint64_t *out)
+{
+	if (!cJSON_IsNumber(item))
+		return false;
+	double v = item->valuedouble;
+	if (!(v >= 0 && v <= max) || v != floor(v))
+		return false;
+	*out = (uint64_t)v;
+	return true;
+}
+
+int bench_hist_from_json(const cJSON *h, struct mqc_hist *out)
+{
+	const cJSON *buckets = cJSON_GetObjectItem(h, "buckets");
+	uint64_t bits, overflow = 0, max = 0, min = 0;
+	if (!json_uint(cJSON_GetObjectItem(h, "sub_bits"), 14, &bits) || bits < 1
+	    || !cJSON_IsArray(buckets) || mqc_hist_init(out, (unsigned)bits) != 0)
+		return -1;
+	const double counts_max = 9007199254740992.0; /* 2^53: where doubles stop being exact */
+	uint64_t count = 0;
+	const cJSON *b;
+	cJSON_ArrayForEach(b, buckets)
+	{
+		uint64_t idx, n;
+		if (!json_uint(cJSON_GetArrayItem(b, 0), (double)out->nbuckets - 1, &idx)
+		    || !json_uint(cJSON_GetArrayItem(b, 1), counts_max, &n) || count + n > counts_max) {
+			mqc_hist_free(out);
+			return -1;
+		}
+		out->counts[idx] += n;
+		count += n;
+	}
+	const cJSON *o = cJSON_GetObjectItem(h, "overflow"), *mx = cJSON_GetObjectItem(h, "max"),
+	            *mn = cJSON_GetObjectItem(h, "min"), *sum = cJSON_GetObjectItem(h, "sum");
+	if ((o && !json_uint(o, counts_max, &overflow)) || count + overflow > counts_max
+	    || (mx && !json_uint(mx, 18446744073709549568.0, &max))
+	    || (mn && !json_uint(mn, 18446744073709549568.0, &min))) {
+		mqc_hist_free(out);
+		return -1;
+	}
+	/* The count is what the buckets hold, whatever the file claims. */
+	out->count = count + overflow;
+	out->overflow = overflow;
+	out->sum = cJSON_IsNumber(sum) && isfinite(sum->valuedouble) ? sum->valuedouble : 0;
+	out->max = max;
+	out->min = out->count ? min : UINT64_MAX;
+	return 0;
 }

@@ -78,9 +78,26 @@ struct bench_counts {
 	bool generator_saturated;
 };
 
-/* --- diagnosis ---------------------------------------------------------------------------- */
+/* --- reading the probe's text ---------------------------------------------------------------- */
 
+/**
+ * The sum of every sample in Prometheus text whose metric name is exactly name (any labels); sets
+ * *found when there was one. Lines without a value are skipped.
+ */
+double bench_prom_sum(const char *text, const char *name, bool *found);
+
+/* --- histograms in --json results ------------------------------------------------------------- */
+
+struct cJSON;
 struct mqc_hist;
+/**
+ * Rebuild a histogram from the "hist" object of a --json result. Every number must be a whole
+ * number in range (a bucket index within the layout, counts below 2^53); the count is what the
+ * buckets and the overflow hold. Returns 0, or -1 (nothing allocated) for anything else.
+ */
+int bench_hist_from_json(const struct cJSON *h, struct mqc_hist *out);
+
+/* --- diagnosis ---------------------------------------------------------------------------- */
 
 /**
  * The share (0..1) of a latency histogram's samples that sit just above a multiple of 40 ms

@@ -47,33 +47,6 @@ char *bench_slurp(const char *path)
 	return buf;
 }
 
-int bench_hist_from_json(const cJSON *h, struct mqc_hist *out)
-{
-	const cJSON *bits = cJSON_GetObjectItem(h, "sub_bits"),
-	            *buckets = cJSON_GetObjectItem(h, "buckets");
-	if (!cJSON_IsNumber(bits) || !cJSON_IsArray(buckets)
-	    || mqc_hist_init(out, (unsigned)bits->valuedouble) != 0)
-		return -1;
-	const cJSON *b;
-	cJSON_ArrayForEach(b, buckets)
-	{
-		const cJSON *idx = cJSON_GetArrayItem(b, 0), *count = cJSON_GetArrayItem(b, 1);
-		if (!cJSON_IsNumber(idx) || !cJSON_IsNumber(count) || idx->valuedouble < 0
-		    || (size_t)idx->valuedouble >= out->nbuckets) {
-			mqc_hist_free(out);
-			return -1;
-		}
-		out->counts[(size_t)idx->valuedouble] = (uint64_t)count->valuedouble;
-	}
-	out->count = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "count"));
-	out->overflow = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "overflow"));
-	out->sum = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "sum"));
-	out->max = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "max"));
-	out->min
-	    = out->count ? (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "min")) : UINT64_MAX;
-	return 0;
-}
-
 static int add_hist(struct merged *m, const char *name, const cJSON *h, const char *path)
 {
 	const cJSON *bits = cJSON_GetObjectItem(h, "sub_bits"),

@@ -64,10 +64,6 @@ int bench_report(int argc, char **argv);
 /** A whole file as a NUL-terminated string (malloc), or NULL. */
 char *bench_slurp(const char *path);
 
-struct cJSON;
-/** Rebuild a histogram from the "hist" object of a --json result. Returns 0 or -1. */
-int bench_hist_from_json(const struct cJSON *h, struct mqc_hist *out);
-
 /** Warn on stderr when h looks like Nagle meeting delayed ACKs (bench_delayed_ack_share). */
 void bench_warn_delayed_ack(const char *what, const struct mqc_hist *h);
 

@@ -67,25 +67,6 @@ static size_t on_body(char *ptr, size_t size, size_t n, void *userdata)
 	return add;
 }
 
-/* Sum of every sample whose name (up to '{' or ' ') is exactly name. */
-static double prom_sum(const char *text, const char *name, bool *found)
-{
-	size_t n = strlen(name);
-	double sum = 0;
-	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-		if (strncmp(p, name, n) != 0 || (p[n] != '{' && p[n] != ' '))
-			continue;
-		const char *v = p[n] == ' ' ? p + n + 1 : strchr(p, '}');
-		if (v && *v == '}')
-			v += 2;
-		if (v) {
-			sum += strtod(v, NULL);
-			*found = true;
-		}
-	}
-	return sum;
-}
-
 /* The first failure is said loudly, once: every scenario reads the probe several times. */
 static void warn_once(const char *url, const char *why)
 {
@@ -145,15 +126,15 @@ void bench_probe_read(const char *metrics_url, struct probe_sample *s)
 		return;
 	}
 	bool found = false;
-	s->messages_in = prom_sum(b.data, "mosquitto_messages_received_total", &found);
+	s->messages_in = bench_prom_sum(b.data, "mosquitto_messages_received_total", &found);
 	s->ok = found;
-	s->connects = prom_sum(b.data, "mosquitto_connects_total", &s->has_connects);
-	s->disconnects = prom_sum(b.data, "mosquitto_disconnects_total", &found);
-	s->deliveries = prom_sum(b.data, "mosquitto_deliveries_total", &found);
-	s->fanout_sum = prom_sum(b.data, "mosquitto_message_fanout_sum", &found);
-	s->fanout_count = prom_sum(b.data, "mosquitto_message_fanout_count", &found);
-	s->cpu_seconds = prom_sum(b.data, "process_cpu_seconds_total", &found);
-	s->resident_bytes = prom_sum(b.data, "process_resident_memory_bytes", &found);
+	s->connects = bench_prom_sum(b.data, "mosquitto_connects_total", &s->has_connects);
+	s->disconnects = bench_prom_sum(b.data, "mosquitto_disconnects_total", &found);
+	s->deliveries = bench_prom_sum(b.data, "mosquitto_deliveries_total", &found);
+	s->fanout_sum = bench_prom_sum(b.data, "mosquitto_message_fanout_sum", &found);
+	s->fanout_count = bench_prom_sum(b.data, "mosquitto_message_fanout_count", &found);
+	s->cpu_seconds = bench_prom_sum(b.data, "process_cpu_seconds_total", &found);
+	s->resident_bytes = bench_prom_sum(b.data, "process_resident_memory_bytes", &found);
 	free(b.data);
 	if (!s->ok)
 		warn_once(

@@ -60,6 +60,14 @@ int mqc_url_parse(const char *text, struct mqc_url *out, char *err, size_t errle
 		return fail(err, errlen, text, "host name too long");
 	memcpy(url.host, host, host_len);
 	url.host[host_len] = '\0';
+	/* A name (letters, digits, - . _) or, in brackets, an IPv6 address (hex digits, : and .). */
+	const char *allowed = *p == '['
+	    ? "0123456789abcdefABCDEF:."
+	    : "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._";
+	if (strspn(url.host, allowed) != host_len || (*p == '[' && !strchr(url.host, ':')))
+		return fail(err, errlen, text,
+		    *p == '[' ? "not an IPv6 address inside [ ]"
+		              : "the host holds a character no host name has");
 
 	if (port) {
 		const char *port_end = p + authority;

@@ -58,6 +58,9 @@ static void rejects_bad_urls_with_reason(void **state)
 		{ "mqtt://u:p@h:1883", "credentials" },
 		{ "mqtt://h:1883/path", "paths" },
 		{ "mqtt://[::1", "unterminated" },
+		{ "mqtt://[[]", "not an IPv6 address" }, /* found by fuzz_url */
+		{ "mqtt://[broker]:1", "not an IPv6 address" },
+		{ "mqtt://bro ker:1", "no host name has" },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		struct mqc_url url = { .port = 42 };

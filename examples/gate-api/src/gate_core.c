@@ -313,8 +313,15 @@ char *gate_reply_json(
 	} else {
 		if (len && !json_has_nul_escape(payload, len))
 			reply = parse_exact(payload, len);
-		if (!reply) /* not JSON: the payload as a string (it is NUL-terminated by the pool) */
-			reply = cJSON_CreateString(len ? (const char *)payload : "");
+		if (!reply) { /* not JSON: the payload as a string (exactly len bytes: no NUL inside) */
+			char *copy = malloc(len + 1);
+			if (copy) {
+				memcpy(copy, payload, len);
+				copy[len] = '\0';
+				reply = cJSON_CreateString(copy);
+				free(copy);
+			}
+		}
 	}
 	if (!reply || !cJSON_AddItemToObject(o, key, reply)) {
 		cJSON_Delete(reply);
