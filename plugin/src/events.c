@@ -15,10 +15,42 @@
 
 #include "probe.h"
 
+/*
+ * observe_auth's client set. A connected client is in it from its BASIC_AUTH to its DISCONNECT.
+ * A client that leaves a persistent session behind (clean session off) stays in it as an
+ * offline session, with its client id: a SIGHUP makes mosquitto authenticate every session it
+ * holds again, and an offline one must not be taken for a new connection (it never sends a
+ * DISCONNECT again, so the connected gauge grew with every reload). A new connection with the
+ * same client id takes the session over and ends the entry.
+ */
 struct probe_client {
 	const struct mosquitto *client;
-	UT_hash_handle hh;
+	char *offline_id;     /* NULL: connected; else the client id of an offline session */
+	UT_hash_handle hh;    /* s->clients, by client pointer */
+	UT_hash_handle hh_id; /* s->offline, offline sessions by client id */
 };
+
+/* Offline sessions kept at most: past this they are forgotten (as before, a SIGHUP may count
+ * them), so a broker with endless distinct persistent client ids cannot grow the probe. */
+#define PROBE_OFFLINE_MAX 100000u
+
+static void client_drop(struct probe_state *s, struct probe_client *c)
+{
+	HASH_DEL(s->clients, c);
+	if (c->offline_id) {
+		HASH_DELETE(hh_id, s->offline, c);
+		free(c->offline_id);
+	}
+	free(c);
+}
+
+static void offline_forget(struct probe_state *s, const char *id)
+{
+	struct probe_client *o;
+	HASH_FIND(hh_id, s->offline, id, strlen(id), o);
+	if (o)
+		client_drop(s, o);
+}
 
 static uint64_t clock_ns(clockid_t id)
 {
@@ -79,10 +111,18 @@ int probe_events__disconnect(int event, void *event_data, void *userdata)
 	if (s->cfg.observe_auth) {
 		struct probe_client *c;
 		HASH_FIND_PTR(s->clients, &ed->client, c);
-		if (c) {
-			HASH_DEL(s->clients, c);
-			free(c);
+		if (c && !c->offline_id) {
 			probe_sub(&s->metrics.connected, 1);
+			const char *id = mosquitto_client_id(ed->client);
+			if (id && !mosquitto_client_clean_session(ed->client)
+			    && HASH_CNT(hh_id, s->offline) < PROBE_OFFLINE_MAX) {
+				offline_forget(s, id);
+				c->offline_id = strdup(id);
+			}
+			if (c->offline_id)
+				HASH_ADD_KEYPTR(hh_id, s->offline, c->offline_id, strlen(c->offline_id), c);
+			else
+				client_drop(s, c);
 		}
 	}
 	return MOSQ_ERR_SUCCESS;
@@ -94,9 +134,19 @@ int probe_events__basic_auth(int event, void *event_data, void *userdata)
 	struct mosquitto_evt_basic_auth *ed = event_data;
 	struct probe_state *s = userdata;
 	struct probe_client *c;
-	/* SIGHUP re-runs authentication for every connected client: count a client once. */
+	/* SIGHUP re-runs authentication for every session: a connected client is counted once,
+	 * an offline session not at all. */
 	HASH_FIND_PTR(s->clients, &ed->client, c);
+	const char *id = mosquitto_client_id(ed->client);
+	if (c && c->offline_id) {
+		if (id && strcmp(id, c->offline_id) == 0)
+			return MOSQ_ERR_PLUGIN_DEFER; /* the offline session, authenticated again */
+		client_drop(s, c); /* that session is gone and its memory holds a new client */
+		c = NULL;
+	}
 	if (!c) {
+		if (id)
+			offline_forget(s, id); /* a new connection takes the session over */
 		c = calloc(1, sizeof *c);
 		if (c) {
 			c->client = ed->client;
@@ -166,8 +216,6 @@ int probe_events__tick(int event, void *event_data, void *userdata)
 void probe_events__clear(struct probe_state *s)
 {
 	struct probe_client *c, *tmp;
-	HASH_ITER (hh, s->clients, c, tmp) {
-		HASH_DEL(s->clients, c);
-		free(c);
-	}
+	HASH_ITER (hh, s->clients, c, tmp)
+		client_drop(s, c);
 }

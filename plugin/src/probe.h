@@ -165,6 +165,7 @@ struct probe_state {
 	struct probe_metrics metrics;
 	struct probe_fanout fanout;
 	struct probe_client *clients; /* uthash set of client pointers seen in BASIC_AUTH */
+	struct probe_client *offline; /* the offline sessions among them, by client id */
 	struct probe_http *http;
 	uint64_t next_sys_ns;
 	int refs;

@@ -25,6 +25,12 @@ const char *mosquitto_client_id(const struct mosquitto *client)
 	return client ? (const char *)client : NULL; /* tests pass the id string as the client */
 }
 
+bool mosquitto_client_clean_session(const struct mosquitto *client)
+{
+	(void)client;
+	return true;
+}
+
 int mosquitto_property_add_string_pair(
     mosquitto_property **proplist, int identifier, const char *name, const char *value)
 {

@@ -337,6 +337,38 @@ static void sighup_keeps_counters_and_acls(void **state)
 	tb_client_destroy(c);
 }
 
+/* SIGHUP makes the broker authenticate every session again, the offline persistent ones too:
+ * they must not join the connected clients (they never disconnect again, so the gauge drifted
+ * up with every reload). */
+static void sighup_does_not_count_offline_sessions_as_connected(void **state)
+{
+	(void)state;
+	const struct tb_info *i = tb_test_info();
+	double connected0 = metric("mosquitto_connected_clients");
+	double connects0 = metric("mosquitto_connects_total");
+	char cmd[512];
+	snprintf(cmd, sizeof cmd,
+	    "mosquitto_sub -h 127.0.0.1 -p %d -u '%s' -P '%s' -c -i probe-persistent-%d -q 1 "
+	    "-t persistent/x -W 1 >/dev/null 2>&1",
+	    i->port, i->username, i->password, (int)getpid());
+	assert_true(system(cmd) != -1); /* exits at -W 1; its session stays, offline */
+	for (int k = 0; k < 100 && metric("mosquitto_connected_clients") != connected0; k++)
+		nanosleep(&(struct timespec) { .tv_nsec = 20000000 }, NULL);
+	assert_true(metric("mosquitto_connected_clients") == connected0);
+	assert_true(metric("mosquitto_connects_total") == connects0 + 1);
+	for (int reload = 0; reload < 3; reload++) {
+		assert_int_equal(tb_broker_signal(tb_test_broker(), SIGHUP), 0);
+		nanosleep(&(struct timespec) { .tv_nsec = 300000000 }, NULL);
+	}
+	assert_true(metric("mosquitto_connected_clients") == connected0);
+	assert_true(metric("mosquitto_connects_total") == connects0 + 1);
+	/* A client that connects after the reloads is counted as ever. */
+	struct tb_client *c = tb_test_connect(i->mqtt_url, 5);
+	assert_true(metric("mosquitto_connected_clients") == connected0 + 1);
+	assert_true(metric("mosquitto_connects_total") == connects0 + 2);
+	tb_client_destroy(c);
+}
+
 /* --- start-up errors: the broker refuses to start, and says why -------------------------- */
 
 static void expect_no_start(const char *opt, const char *needle)
@@ -380,6 +412,7 @@ int main(void)
 		cmocka_unit_test(http_answers_wrong_paths_and_methods),
 		cmocka_unit_test(slow_clients_and_concurrent_scrapes_do_not_stall_the_broker),
 		cmocka_unit_test(sighup_keeps_counters_and_acls),
+		cmocka_unit_test(sighup_does_not_count_offline_sessions_as_connected),
 		cmocka_unit_test(bad_options_stop_the_broker_with_a_reason),
 	};
 	return TB_TEST_RUN(tests, &options);
