@@ -100,6 +100,7 @@ PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void *
 		    "options; the first initialisation's options apply");
 	}
 
+	int rc = MOSQ_ERR_NOMEM;
 	struct probe_instance *inst = calloc(1, sizeof *inst);
 	if (!inst)
 		goto fail;
@@ -108,9 +109,8 @@ PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void *
 	for (size_t i = 0; i < NEVENTS; i++) {
 		if (events[i].observe_only && !inst->observe_auth)
 			continue;
-		int rc
-		    = mosquitto_callback_register(identifier, events[i].event, events[i].cb, NULL, &state);
-		if (rc != MOSQ_ERR_SUCCESS) {
+		rc = mosquitto_callback_register(identifier, events[i].event, events[i].cb, NULL, &state);
+		if (rc != MOSQ_ERR_SUCCESS) { /* the broker's reason, not "out of memory" */
 			/* mosquitto_strerror is not exported by upstream broker builds: print the code. */
 			mosquitto_log_printf(MOSQ_LOG_ERR,
 			    "mqtt_probe: Error: cannot register event %d (error %d)", events[i].event, rc);
@@ -144,7 +144,7 @@ fail:
 		probe_http__stop(state.http);
 		state.http = NULL;
 	}
-	return MOSQ_ERR_NOMEM;
+	return rc;
 }
 
 PROBE_EXPORT int mosquitto_plugin_cleanup(

@@ -78,7 +78,7 @@ struct mqp_pool_options {
 	                                 to tell a previous borrower's messages apart) */
 	const char *client_id_prefix; /* 0: "mqp" (at most 8 characters); client ids are
 	                                 PREFIX-<pid>-<random per pool>-<n> */
-	const char *inbox_prefix;     /* 0: "mqp/inbox": replies come to PREFIX/<client id>/<seq> */
+	const char *inbox_prefix;     /* 0: "mqp/inbox": replies come to PREFIX/<client id> */
 	const char *username, *password;
 	const char *cafile;             /* mqtts://: CA verification and hostname check, always */
 	const char *certfile, *keyfile; /* client certificate */
@@ -191,7 +191,8 @@ MQP_API int mqp_pool_acquire_at(
  * Subscribe on the lease and wait for SUBACK. Every subscription of a lease carries the lease's
  * own subscription identifier, so messages for an earlier borrower never reach this one.
  * @return MQP_OK, MQP_EDENIED (SUBACK reason >= 0x80), MQP_ETIMEDOUT, MQP_ERELEASED,
- *         MQP_ECONNLOST, MQP_EINVAL, MQP_ECLOSED, MQP_ENOMEM.
+ *         MQP_ECONNLOST, MQP_EINVAL (also for the connection's own inbox filter, which the
+ *         subscription would replace), MQP_ECLOSED, MQP_ENOMEM.
  */
 MQP_API int mqp_lease_subscribe(
     mqp_lease *lease, const char *filter, int qos, int options, unsigned timeout_ms);
@@ -334,7 +335,8 @@ struct mqp_latency {
 
 /**
  * Latency since creation: requests (call to reply, successful ones), acquire waits (successful
- * acquires), connects (start to ready, inbox subscribed). Any pointer may be NULL.
+ * acquires), connects (start to ready, inbox subscribed). Any pointer may be NULL; with a NULL
+ * pool every output is zero.
  */
 MQP_API void mqp_pool_latency(mqp_pool *pool, struct mqp_latency *request,
     struct mqp_latency *acquire, struct mqp_latency *connect);
@@ -361,11 +363,13 @@ struct mqp_pool_stats {
 	uint64_t connects_ok, connects_failed, connections_lost;
 };
 
+/** Fill *out; with a NULL pool, all zero (a NULL out is ignored). */
 MQP_API void mqp_pool_stats(mqp_pool *pool, struct mqp_pool_stats *out);
 
 /**
- * The last connection error, as text ("connect to 127.0.0.1:1: Connection refused"), copied
- * into buf. Returns buf; an empty string when there has been none.
+ * The last connection error, as text ("connect to 127.0.0.1:1: Connection refused", "no CONNACK
+ * from 127.0.0.1:1883 within 5000 ms"), copied into buf. Returns buf; an empty string when there
+ * has been none, "no pool (NULL)" for a NULL pool.
  */
 MQP_API const char *mqp_pool_last_error(mqp_pool *pool, char *buf, size_t len);
 

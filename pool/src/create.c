@@ -89,9 +89,9 @@ static SSL_CTX *make_ssl_ctx(const struct mqp_pool *p, char *err, size_t errlen)
 	return ctx;
 ssl_error:
 	ERR_error_string_n(ERR_get_error(), why, sizeof why);
-	snprintf(err ? err : why, err ? errlen : sizeof why,
-	    "TLS setup failed (cafile %s, certfile %s): %s", p->cafile,
-	    p->certfile ? p->certfile : "none", why);
+	if (err && errlen) /* never into why itself: snprintf must not read what it writes */
+		snprintf(err, errlen, "TLS setup failed (cafile %s, certfile %s): %s", p->cafile,
+		    p->certfile ? p->certfile : "none", why);
 	SSL_CTX_free(ctx);
 	return NULL;
 }

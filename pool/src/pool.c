@@ -591,8 +591,11 @@ static void start_op(struct mqp_pool *p, struct pconn *c, struct op *op)
 			return;
 		}
 		uint64_t now = mqc_now_ns();
-		uint32_t expiry
-		    = (uint32_t)((op->deadline > now ? op->deadline - now : 0) / MQC_NS_PER_S + 1);
+		/* ceil(time left) in seconds, at least 1: the header's promise */
+		uint64_t left = op->deadline > now ? op->deadline - now : 0;
+		uint32_t expiry = (uint32_t)((left + MQC_NS_PER_S - 1) / MQC_NS_PER_S);
+		if (expiry == 0)
+			expiry = 1;
 		rc = mosquitto_property_add_string(&props, MQTT_PROP_RESPONSE_TOPIC, c->inbox);
 		if (rc == MOSQ_ERR_SUCCESS)
 			rc = mosquitto_property_add_binary(
@@ -741,6 +744,16 @@ static void lease_op(struct mqp_pool *p, struct op *op)
 		}
 		return;
 	}
+	if (op->kind == OP_LEASE_SUBSCRIBE && p->opt.protocol == 5) {
+		/* The same filter as the connection's inbox subscription would replace it, and
+		 * unsubscribing it at release would leave the connection deaf to every reply. */
+		char inbox_filter[sizeof c->inbox + 2];
+		snprintf(inbox_filter, sizeof inbox_filter, "%s/#", c->inbox);
+		if (strcmp(op->topic, inbox_filter) == 0) {
+			finish(p, op, MQP_EINVAL);
+			return;
+		}
+	}
 	op->conn = c;
 	op->conn_next = c->ops;
 	c->ops = op;
@@ -832,6 +845,24 @@ static void take_incoming(struct mqp_pool *p)
 	}
 }
 
+/* A call gives up in the queue while a connection is still being made: say what it waits for,
+ * so mqp_pool_last_error names a broker that takes TCP but never answers CONNECT. */
+static void explain_pending_connect(struct mqp_pool *p, uint64_t now)
+{
+	for (unsigned i = 0; i < p->opt.max_size; i++) {
+		const struct pconn *c = &p->conns[i];
+		if (c->open && !c->ready && !c->dead) {
+			set_error(p,
+			    "connect to %s:%d: no answer to CONNECT%s yet after %llu ms (the connect "
+			    "timeout is %u ms)",
+			    p->url.host, p->url.port, p->opt.protocol == 5 ? " and the inbox SUBSCRIBE" : "",
+			    (unsigned long long)((now - c->connect_start) / MQC_NS_PER_MS),
+			    p->opt.connect_timeout_ms);
+			return;
+		}
+	}
+}
+
 static void expire(struct mqp_pool *p, uint64_t now)
 {
 	while (p->heap.len && p->heap.v[0]->deadline <= now) {
@@ -839,6 +870,8 @@ static void expire(struct mqp_pool *p, uint64_t now)
 		if (op->queued) { /* never got a connection */
 			mqp__fifo_remove(op->kind == OP_ACQUIRE ? &p->acquirers : &p->queue, op);
 			left_queue(p, op, false);
+			if (!p->connect_failed)
+				explain_pending_connect(p, now);
 			/* A request or publish that never left the queue was never sent: say so. */
 			finish(p, op,
 			    p->connect_failed            ? MQP_ECONNECT
@@ -1345,6 +1378,13 @@ static void latency_of(const struct mqc_hist *h, struct mqp_latency *out)
 void mqp_pool_latency(mqp_pool *p, struct mqp_latency *request, struct mqp_latency *acquire,
     struct mqp_latency *connect)
 {
+	if (!p) { /* no pool: no samples */
+		struct mqp_latency *all[] = { request, acquire, connect };
+		for (int i = 0; i < 3; i++)
+			if (all[i])
+				*all[i] = (struct mqp_latency) { 0 };
+		return;
+	}
 	pthread_mutex_lock(&p->hist_lock);
 	latency_of(&p->h_request, request);
 	latency_of(&p->h_acquire, acquire);
@@ -1363,6 +1403,12 @@ void mqp_reply_free(struct mqp_reply *r)
 
 void mqp_pool_stats(mqp_pool *p, struct mqp_pool_stats *out)
 {
+	if (!out)
+		return;
+	if (!p) {
+		*out = (struct mqp_pool_stats) { 0 };
+		return;
+	}
 	*out = (struct mqp_pool_stats) {
 		.size = atomic_load(&p->stats.size),
 		.ready = atomic_load(&p->stats.ready),
@@ -1395,8 +1441,12 @@ void mqp_pool_stats(mqp_pool *p, struct mqp_pool_stats *out)
 
 const char *mqp_pool_last_error(mqp_pool *p, char *buf, size_t len)
 {
-	if (!len)
+	if (!buf || !len)
 		return buf;
+	if (!p) {
+		snprintf(buf, len, "no pool (NULL)");
+		return buf;
+	}
 	pthread_mutex_lock(&p->lock);
 	snprintf(buf, len, "%s", p->last_error);
 	pthread_mutex_unlock(&p->lock);

@@ -2,12 +2,15 @@
  * Integration tests of libmqttpool against the test broker and the responder.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <mqtt_protocol.h>
@@ -116,6 +119,18 @@ static void bad_arguments_are_refused(void **state)
 	assert_int_equal(mqp_pool_publish(p, "a/#", "x", 1, 0, 0, 100), MQP_EINVAL);
 	mqp_pool_destroy(p);
 	mqp_pool_destroy(NULL);
+	/* No error buffer: the TLS failure is still reported, and nothing writes into itself. */
+	assert_int_equal(mqp_pool_new("mqtts://127.0.0.1:1", &tls, &p, NULL, 0), MQP_ETLS);
+	/* The accessors take a NULL pool. */
+	struct mqp_pool_stats st = { .size = 7 };
+	mqp_pool_stats(NULL, &st);
+	assert_int_equal(st.size, 0);
+	mqp_pool_stats(NULL, NULL);
+	struct mqp_latency lat = { .count = 7 };
+	mqp_pool_latency(NULL, &lat, NULL, NULL);
+	assert_int_equal(lat.count, 0);
+	char why[64];
+	assert_string_equal(mqp_pool_last_error(NULL, why, sizeof why), "no pool (NULL)");
 	assert_string_equal(mqp_strerror(MQP_ETIMEDOUT), "timed out");
 	assert_string_equal(mqp_strerror(999), "unknown error");
 }
@@ -338,6 +353,47 @@ static void unreachable_broker_fails_fast_with_the_reason(void **state)
 	mqp_pool_last_error(p, err, sizeof err);
 	assert_non_null(strstr(err, "refused CONNECT"));
 	mqp_pool_destroy(p);
+
+	/* A "broker" that takes TCP and never answers CONNECT: exhausted, and the error says why. */
+	int silent = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof a;
+	assert_int_equal(bind(silent, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(listen(silent, 8), 0);
+	assert_int_equal(getsockname(silent, (struct sockaddr *)&a, &alen), 0);
+	char url[64];
+	snprintf(url, sizeof url, "mqtt://127.0.0.1:%d", ntohs(a.sin_port));
+	assert_int_equal(mqp_pool_new(url, &o, &p, err, sizeof err), MQP_OK);
+	assert_int_equal(mqp_pool_request(p, "x/cmd", "x", 1, 0, 300, &reply), MQP_EEXHAUSTED);
+	mqp_pool_last_error(p, err, sizeof err);
+	assert_non_null(strstr(err, "no answer to CONNECT"));
+	mqp_pool_destroy(p);
+	close(silent);
+}
+
+/* A lease must not subscribe to its connection's own inbox filter: the subscription would
+ * replace the inbox's, and releasing it would leave the connection deaf to every reply. */
+static void a_lease_cannot_take_over_the_inbox(void **state)
+{
+	(void)state;
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "inbox/cmd", NULL);
+	struct mqp_pool_options o = { .min_size = 1, .max_size = 1 };
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
+	struct mqp_reply reply;
+	assert_int_equal(mqp_pool_request(p, "inbox/cmd", "a", 1, 0, 3000, &reply), MQP_OK);
+	char filter[300];
+	snprintf(filter, sizeof filter, "%s/#", reply.topic); /* the reply came to the inbox */
+	mqp_reply_free(&reply);
+	mqp_lease lease;
+	assert_int_equal(mqp_pool_acquire(p, 3000, &lease), MQP_OK);
+	assert_int_equal(mqp_lease_subscribe(&lease, filter, 0, 0, 3000), MQP_EINVAL);
+	assert_int_equal(mqp_lease_release(&lease), MQP_OK);
+	for (int k = 0; k < 3; k++) { /* the one connection still answers requests */
+		assert_int_equal(mqp_pool_request(p, "inbox/cmd", "b", 1, 0, 3000, &reply), MQP_OK);
+		mqp_reply_free(&reply);
+	}
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
 }
 
 static void tls_with_one_shared_context(void **state)
@@ -1193,6 +1249,7 @@ int main(void)
 		cmocka_unit_test(adversarial_device_never_crosses_replies),
 		cmocka_unit_test(a_device_cannot_forge_replies_to_other_devices),
 		cmocka_unit_test(unreachable_broker_fails_fast_with_the_reason),
+		cmocka_unit_test(a_lease_cannot_take_over_the_inbox),
 		cmocka_unit_test(tls_with_one_shared_context),
 		cmocka_unit_test(destroy_completes_waiting_callers),
 		cmocka_unit_test(many_open_files_do_not_break_it),
