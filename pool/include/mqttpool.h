@@ -108,7 +108,10 @@ MQP_API int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *
 /**
  * Close every connection and free the pool. Requests still waiting complete with MQP_ECLOSED
  * first. Accepts NULL.
- * Threads: not from the pool's own thread; no other call on this pool may start afterwards.
+ * From one of the pool's own callbacks the destruction is deferred: this returns at once, the
+ * pool completes what is left with MQP_ECLOSED, and it frees itself when that callback has
+ * returned (the callback may still use the pool until it returns).
+ * Threads: no other call on this pool may start afterwards.
  */
 MQP_API void mqp_pool_destroy(mqp_pool *pool);
 

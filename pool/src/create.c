@@ -29,7 +29,7 @@ static char *dup_or_null(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
-static void free_fields(struct mqp_pool *p)
+void mqp__pool_free(struct mqp_pool *p)
 {
 	free(p->client_prefix);
 	free(p->inbox_prefix);
@@ -52,6 +52,7 @@ static void free_fields(struct mqp_pool *p)
 	if (p->evfd >= 0)
 		close(p->evfd);
 	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->drained);
 	pthread_mutex_destroy(&p->hist_lock);
 	mqc_hist_free(&p->h_request);
 	mqc_hist_free(&p->h_acquire);
@@ -109,10 +110,15 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 		return fail(err, errlen, MQP_ENOMEM, "out of memory");
 	p->ep = p->evfd = -1;
 	pthread_mutex_init(&p->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->drained, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&p->hist_lock, NULL);
 	char urlerr[256];
 	if (!broker_url || mqc_url_parse(broker_url, &p->url, urlerr, sizeof urlerr) != 0) {
-		free_fields(p);
+		mqp__pool_free(p);
 		return fail(err, errlen, MQP_EINVAL, broker_url ? urlerr : "broker_url is NULL");
 	}
 	p->opt = *o;
@@ -127,27 +133,27 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	p->opt.protocol = o->protocol ? o->protocol : 5;
 	p->opt.keepalive_s = o->keepalive_s ? (o->keepalive_s < 5 ? 5 : o->keepalive_s) : 30;
 	if (p->opt.protocol != 4 && p->opt.protocol != 5) {
-		free_fields(p);
+		mqp__pool_free(p);
 		return fail(err, errlen, MQP_EINVAL, "protocol must be 5 or 4 (MQTT 3.1.1)");
 	}
 	if (p->opt.min_size > p->opt.max_size) {
-		free_fields(p);
+		mqp__pool_free(p);
 		return fail(err, errlen, MQP_EINVAL, "min_size is larger than max_size");
 	}
 	if (p->opt.max_size > 1000) {
-		free_fields(p);
+		mqp__pool_free(p);
 		return fail(err, errlen, MQP_EINVAL, "max_size above 1000");
 	}
 	if (!o->username != !o->password && o->password) {
-		free_fields(p);
+		mqp__pool_free(p);
 		return fail(err, errlen, MQP_EINVAL, "a password needs a username");
 	}
 	if (!o->certfile != !o->keyfile) {
-		free_fields(p);
+		mqp__pool_free(p);
 		return fail(err, errlen, MQP_EINVAL, "certfile and keyfile go together");
 	}
 	if (p->url.tls && !o->cafile) {
-		free_fields(p);
+		mqp__pool_free(p);
 		return fail(
 		    err, errlen, MQP_EINVAL, "mqtts:// needs cafile: the broker is always verified");
 	}
@@ -155,7 +161,7 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	const char *inbox = o->inbox_prefix ? o->inbox_prefix : "mqp/inbox";
 	if (strlen(prefix) > 8 || strpbrk(prefix, "+#/") || strlen(inbox) > 200
 	    || strpbrk(inbox, "+#")) {
-		free_fields(p);
+		mqp__pool_free(p);
 		return fail(err, errlen, MQP_EINVAL,
 		    "client_id_prefix (at most 8 characters, no + # /) or inbox_prefix (no + #) "
 		    "is unusable");
@@ -174,7 +180,7 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	if (mqc_hist_init(&p->h_request, 7) || mqc_hist_init(&p->h_acquire, 7)
 	    || mqc_hist_init(&p->h_connect, 7) || !p->client_prefix || !p->inbox_prefix || !p->conns
 	    || !p->lease_gen || !p->lease_held || !p->lease_info) {
-		free_fields(p);
+		mqp__pool_free(p);
 		return fail(err, errlen, MQP_ENOMEM, "out of memory");
 	}
 	for (unsigned i = 0; i < p->opt.max_size; i++)
@@ -182,7 +188,7 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	p->opt.client_id_prefix = p->client_prefix;
 	p->opt.inbox_prefix = p->inbox_prefix;
 	if (p->url.tls && !(p->ssl_ctx = make_ssl_ctx(p, err, errlen))) {
-		free_fields(p);
+		mqp__pool_free(p);
 		return MQP_ETLS;
 	}
 	pthread_once(&lib_once, lib_init);
@@ -193,7 +199,7 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	p->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
 	if (p->ep < 0 || p->evfd < 0 || epoll_ctl(p->ep, EPOLL_CTL_ADD, p->evfd, &ev) != 0) {
-		free_fields(p);
+		mqp__pool_free(p);
 		return fail(err, errlen, MQP_ENOMEM, "epoll or eventfd failed");
 	}
 	/* The I/O thread takes no signals: the application's handlers run on its own threads. */
@@ -203,7 +209,7 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	int rc = pthread_create(&p->thread, NULL, mqp__io_thread, p);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0) {
-		free_fields(p);
+		mqp__pool_free(p);
 		return fail(err, errlen, MQP_ENOMEM, "cannot start the I/O thread");
 	}
 	*out = p;
@@ -214,12 +220,21 @@ void mqp_pool_destroy(mqp_pool *p)
 {
 	if (!p)
 		return;
+	/* From a callback the I/O thread cannot be joined (it is this thread, inside the callback):
+	 * it finishes after the callback returns and frees the pool itself (mqp__io_thread). */
+	bool deferred = pthread_equal(pthread_self(), p->thread);
 	pthread_mutex_lock(&p->lock);
+	/* A callback run while a destroy is already under way (ECLOSED) changes nothing: that
+	 * destroy frees the pool. */
+	if (deferred && !p->stopping)
+		p->destroy_deferred = true;
 	p->stopping = true;
 	pthread_mutex_unlock(&p->lock);
 	uint64_t one = 1;
 	ssize_t w = write(p->evfd, &one, sizeof one);
 	(void)w;
+	if (deferred)
+		return;
 	pthread_join(p->thread, NULL);
-	free_fields(p);
+	mqp__pool_free(p);
 }

@@ -123,6 +123,18 @@ static bool op_wait(struct op *op, uint64_t until)
 	}
 }
 
+/* A count that mqp_pool_drain waits for just reached zero: wake it. The common case (nobody
+ * drains) costs one atomic load; drain sets drain_waiting before it checks the counts under the
+ * lock, and this takes the lock to signal, so no wake-up is lost between check and wait. */
+static void wake_drainers(struct mqp_pool *p)
+{
+	if (!atomic_load(&p->drain_waiting))
+		return;
+	pthread_mutex_lock(&p->lock);
+	pthread_cond_broadcast(&p->drained);
+	pthread_mutex_unlock(&p->lock);
+}
+
 /* Finish an op the I/O thread holds: out of every structure, completed, reference dropped. */
 static void finish(struct mqp_pool *p, struct op *op, int result)
 {
@@ -160,7 +172,6 @@ static void finish(struct mqp_pool *p, struct op *op, int result)
 		    op->kind == OP_REQUEST ? &p->h_request : &p->h_acquire, mqc_now_ns() - op->submitted);
 		pthread_mutex_unlock(&p->hist_lock);
 	}
-	atomic_fetch_sub(&p->outstanding, 1);
 	if (op->request_cb) /* async: the one and only call, on this thread, no lock held */
 		op->request_cb(op->userdata, result, result == MQP_OK ? &op->reply : NULL);
 	else if (op->done_cb)
@@ -172,6 +183,9 @@ static void finish(struct mqp_pool *p, struct op *op, int result)
 		        : (mqp_lease) { 0 });
 	else
 		op_complete(op, result);
+	/* Only now is the call over: a drain must not return while its callback still runs. */
+	if (atomic_fetch_sub(&p->outstanding, 1) == 1)
+		wake_drainers(p);
 	op_unref(op);
 }
 
@@ -715,7 +729,8 @@ static void lease_op(struct mqp_pool *p, struct op *op)
 				c->dead = true;
 		}
 		p->lease_held[slot] = false;
-		atomic_fetch_sub(&p->stats.leased, 1);
+		if (atomic_fetch_sub(&p->stats.leased, 1) == 1)
+			wake_drainers(p);
 		p->lease_gen[slot]++; /* every copy of the old handle is now stale */
 		atomic_fetch_add(&p->stats.releases, 1);
 		finish(p, op, MQP_OK);
@@ -1015,6 +1030,13 @@ void *mqp__io_thread(void *arg)
 			conn_close(p, &p->conns[i]);
 		}
 	publish_gauges(p);
+	pthread_mutex_lock(&p->lock);
+	bool self_free = p->destroy_deferred;
+	pthread_mutex_unlock(&p->lock);
+	if (self_free) { /* mqp_pool_destroy was called from a callback: nobody will join */
+		pthread_detach(pthread_self());
+		mqp__pool_free(p);
+	}
 	return NULL;
 }
 
@@ -1349,16 +1371,27 @@ int mqp_pool_drain(mqp_pool *p, unsigned timeout_ms)
 		return MQP_EINVAL;
 	if (pthread_equal(pthread_self(), p->thread))
 		return MQP_EDEADLK;
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += (time_t)(timeout_ms / 1000);
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	int rc = MQP_OK;
 	pthread_mutex_lock(&p->lock);
 	p->draining = true;
+	atomic_store(&p->drain_waiting, true);
+	while (atomic_load(&p->outstanding) != 0 || atomic_load(&p->stats.leased) != 0)
+		if (pthread_cond_timedwait(&p->drained, &p->lock, &until) == ETIMEDOUT) {
+			rc = atomic_load(&p->outstanding) != 0 || atomic_load(&p->stats.leased) != 0
+			    ? MQP_ETIMEDOUT
+			    : MQP_OK;
+			break;
+		}
 	pthread_mutex_unlock(&p->lock);
-	uint64_t deadline = mqc_now_ns() + (uint64_t)timeout_ms * MQC_NS_PER_MS;
-	while (atomic_load(&p->outstanding) != 0 || atomic_load(&p->stats.leased) != 0) {
-		if (mqc_now_ns() >= deadline)
-			return MQP_ETIMEDOUT;
-		nanosleep(&(struct timespec) { .tv_nsec = 2000000 }, NULL);
-	}
-	return MQP_OK;
+	return rc;
 }
 
 static void latency_of(const struct mqc_hist *h, struct mqp_latency *out)

@@ -143,8 +143,11 @@ struct mqp_pool {
 	pthread_mutex_t lock;
 	struct op *incoming, **incoming_tail;
 	bool stopping, draining;
-	atomic_uint outstanding; /* calls accepted and not yet completed */
-	mqp_ticket next_ticket;  /* under lock */
+	bool destroy_deferred;     /* mqp_pool_destroy from a callback: the I/O thread frees the pool */
+	atomic_bool drain_waiting; /* a mqp_pool_drain waits on drained: see wake_drainers */
+	pthread_cond_t drained;    /* under lock; CLOCK_MONOTONIC */
+	atomic_uint outstanding;   /* calls accepted and not yet completed (callback returned) */
+	mqp_ticket next_ticket;    /* under lock */
 	pthread_mutex_t hist_lock;
 	struct mqc_hist h_request, h_acquire, h_connect;
 	char last_error[256];
@@ -172,6 +175,9 @@ struct mqp_pool {
 };
 
 /* --- corr.c: correlation data nobody can guess (one AES-128 block per request) ------------ */
+
+/* create.c: free everything of a pool whose I/O thread has ended (or is ending: deferred). */
+void mqp__pool_free(struct mqp_pool *p);
 
 int mqp__corr_init(struct mqp_corr *k); /* a fresh random key; -1 when none can be had */
 void mqp__corr_free(struct mqp_corr *k);

@@ -939,6 +939,69 @@ static int payload_starts_with_ok(void *userdata, const struct mqp_message *m)
 	return m->len >= 2 && memcmp(m->payload, "ok", 2) == 0;
 }
 
+/* A callback that takes its time: drain must not return before it has returned. */
+static void on_slow_reply(void *userdata, int result, const struct mqp_reply *reply)
+{
+	(void)result;
+	(void)reply;
+	nanosleep(&(struct timespec) { .tv_nsec = 300000000 }, NULL);
+	atomic_store((atomic_int *)userdata, 1);
+}
+
+static void drain_returns_only_after_the_last_callback_has(void **state)
+{
+	(void)state;
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "drain/cmd", NULL);
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	atomic_int returned = 0;
+	assert_int_equal(
+	    mqp_pool_request_async(p, "drain/cmd", "x", 1, 0, 3000, on_slow_reply, &returned, NULL),
+	    MQP_OK);
+	nanosleep(&(struct timespec) { .tv_nsec = 100000000 }, NULL); /* the reply is in */
+	uint64_t t0 = mqc_now_ns();
+	assert_int_equal(mqp_pool_drain(p, 5000), MQP_OK);
+	assert_int_equal(atomic_load(&returned), 1);
+	assert_true(mqc_now_ns() - t0 < 2 * MQC_NS_PER_S); /* woken, not waiting out its timeout */
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+}
+
+/* mqp_pool_destroy from the pool's own callback: deferred, no use after free (ASan). */
+struct destroyer {
+	mqp_pool *pool;
+	atomic_int calls;
+};
+
+static void destroy_from_callback(void *userdata, int result, const struct mqp_reply *reply)
+{
+	(void)result;
+	(void)reply;
+	struct destroyer *d = userdata;
+	if (atomic_fetch_add(&d->calls, 1) == 0) {
+		mqp_pool_destroy(d->pool);
+		struct mqp_pool_stats st; /* still usable until this callback returns */
+		mqp_pool_stats(d->pool, &st);
+	}
+}
+
+static void destroy_from_a_callback_is_deferred(void **state)
+{
+	(void)state;
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "destroy/cmd", NULL);
+	struct destroyer d = { .pool = new_pool(tb_test_info()->mqtt_url, NULL) };
+	assert_int_equal(mqp_pool_request_async(
+	                     d.pool, "destroy/cmd", "x", 1, 0, 3000, destroy_from_callback, &d, NULL),
+	    MQP_OK);
+	assert_int_equal(mqp_pool_request_async(d.pool, "nobody/answers", "x", 1, 0, 30000,
+	                     destroy_from_callback, &d, NULL),
+	    MQP_OK);
+	for (int k = 0; k < 300 && atomic_load(&d.calls) < 2; k++)
+		nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
+	assert_int_equal(atomic_load(&d.calls), 2); /* the second completed with MQP_ECLOSED */
+	nanosleep(&(struct timespec) { .tv_nsec = 100000000 }, NULL); /* the pool frees itself */
+	tb_test_responder_stop(&r);
+}
+
 static void legacy_fixed_reply_topic_is_safe(void **state)
 {
 	(void)state;
@@ -1265,6 +1328,8 @@ int main(void)
 		cmocka_unit_test(async_timeouts_and_destroy_complete_every_call),
 		cmocka_unit_test(async_calls_can_be_cancelled),
 		cmocka_unit_test(legacy_fixed_reply_topic_is_safe),
+		cmocka_unit_test(drain_returns_only_after_the_last_callback_has),
+		cmocka_unit_test(destroy_from_a_callback_is_deferred),
 		cmocka_unit_test(drain_waits_for_calls_and_leases_then_refuses_new_work),
 		cmocka_unit_test(async_publish_and_discard),
 		cmocka_unit_test(a_request_that_never_gets_a_connection_is_exhausted),
