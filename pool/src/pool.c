@@ -512,6 +512,7 @@ static void conn_open(struct mqp_pool *p, struct pconn *c)
 		set_error(p, "connect to %s:%d: %s", p->url.host, p->url.port,
 		    rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
 		mosquitto_destroy(c->m);
+		mqp__corr_free(&c->corr);
 		*c = (struct pconn) { .fd = -1 };
 		backoff(p);
 		return;
