@@ -86,15 +86,20 @@ static long futex(atomic_uint *word, int op, unsigned value, const struct timesp
 	    SYS_futex, word, op | FUTEX_PRIVATE_FLAG, value, abs_timeout, NULL, FUTEX_BITSET_MATCH_ANY);
 }
 
-/* Wake the caller waiting for op (I/O thread). A caller that gave up has already set OP_DONE. */
-static void op_complete(struct op *op, int result)
+/* Wake the caller waiting for op (I/O thread). A caller that gave up has already set OP_DONE:
+ * then false, and nobody takes the result. */
+static bool op_complete(struct op *op, int result)
 {
 	unsigned state = atomic_load_explicit(&op->state, memory_order_acquire);
 	if (state == OP_DONE)
-		return; /* the caller stopped waiting */
+		return false; /* the caller stopped waiting */
 	op->result = result;
-	if (atomic_exchange_explicit(&op->state, OP_DONE, memory_order_acq_rel) == OP_SLEEPING)
+	unsigned was = atomic_exchange_explicit(&op->state, OP_DONE, memory_order_acq_rel);
+	if (was == OP_DONE)
+		return false; /* it gave up between the load and the exchange */
+	if (was == OP_SLEEPING)
 		futex(&op->state, FUTEX_WAKE_BITSET, 1, NULL);
+	return true;
 }
 
 /*
@@ -133,6 +138,20 @@ static void wake_drainers(struct mqp_pool *p)
 	pthread_mutex_lock(&p->lock);
 	pthread_cond_broadcast(&p->drained);
 	pthread_mutex_unlock(&p->lock);
+}
+
+/* A lease granted to a caller that had just given up (past its deadline and grace): nobody holds
+ * it, so it goes straight back, as if released at once (it has no subscriptions yet). */
+static void lease_abandoned(struct mqp_pool *p, unsigned slot)
+{
+	struct pconn *c = &p->conns[slot];
+	c->leased = false;
+	c->idle_since = c->last_used = mqc_now_ns();
+	p->lease_held[slot] = false;
+	p->lease_gen[slot]++;
+	atomic_fetch_add(&p->stats.releases, 1);
+	if (atomic_fetch_sub(&p->stats.leased, 1) == 1)
+		wake_drainers(p);
 }
 
 /* Finish an op the I/O thread holds: out of every structure, completed, reference dropped. */
@@ -181,8 +200,8 @@ static void finish(struct mqp_pool *p, struct op *op, int result)
 		    result == MQP_OK
 		        ? (mqp_lease) { .pool = p, .slot = op->slot, .generation = op->generation }
 		        : (mqp_lease) { 0 });
-	else
-		op_complete(op, result);
+	else if (!op_complete(op, result) && op->kind == OP_ACQUIRE && result == MQP_OK)
+		lease_abandoned(p, op->slot);
 	/* Only now is the call over: a drain must not return while its callback still runs. */
 	if (atomic_fetch_sub(&p->outstanding, 1) == 1)
 		wake_drainers(p);

@@ -1302,6 +1302,83 @@ static void mqtt311_leases_work_and_are_discarded_after_subscribing(void **state
 	tb_test_responder_stop(&r);
 }
 
+/*
+ * A blocking acquirer gives up (past its deadline and grace) while the I/O thread is held up in
+ * another acquirer's callback, and is granted a lease just after: nobody holds that lease, so it
+ * must come straight back. Two leases are freed together; A (async, its callback stalls 2.6 s)
+ * and then B (blocking, 300 ms + 2 s grace) are granted in one pass, B after it has left.
+ */
+struct two_leases {
+	mqp_lease l[2];
+};
+
+/* The first acquirer in the queue times out; its callback frees both leases at once. */
+static void release_both(void *userdata, int result, mqp_lease lease)
+{
+	(void)result;
+	(void)lease;
+	struct two_leases *t = userdata; /* from the pool's thread: neither release waits */
+	mqp_lease_release(&t->l[0]);
+	mqp_lease_release(&t->l[1]);
+}
+
+static void stall_with_lease(void *userdata, int result, mqp_lease lease)
+{
+	if (result == MQP_OK) {
+		nanosleep(&(struct timespec) { .tv_sec = 2, .tv_nsec = 600000000 }, NULL);
+		mqp_lease_release(&lease);
+	}
+	atomic_store((atomic_int *)userdata, result == MQP_OK ? 1 : -1);
+}
+
+struct giving_up {
+	mqp_pool *pool;
+	int rc;
+};
+
+static void *acquire_and_give_up(void *arg)
+{
+	struct giving_up *g = arg;
+	mqp_lease l;
+	g->rc = mqp_pool_acquire(g->pool, 300, &l);
+	return NULL;
+}
+
+static void an_abandoned_acquire_never_strands_a_lease(void **state)
+{
+	(void)state;
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "stall/cmd", NULL);
+	struct mqp_pool_options o = { .min_size = 2, .max_size = 2 };
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
+	struct two_leases t;
+	assert_int_equal(mqp_pool_acquire(p, 3000, &t.l[0]), MQP_OK);
+	assert_int_equal(mqp_pool_acquire(p, 3000, &t.l[1]), MQP_OK);
+	atomic_int a_done = 0;
+	assert_int_equal(mqp_pool_acquire_async(p, 100, release_both, &t, NULL), MQP_OK);
+	assert_int_equal(mqp_pool_acquire_async(p, 10000, stall_with_lease, &a_done, NULL), MQP_OK);
+	struct giving_up g = { .pool = p };
+	pthread_t b;
+	pthread_create(&b, NULL, acquire_and_give_up, &g); /* FIFO: the timer, A, then B */
+	pthread_join(b, NULL);
+	assert_int_equal(g.rc, MQP_ETIMEDOUT); /* B gave up after 300 ms + grace */
+	assert_true(wait_flag(&a_done, 5000));
+	struct mqp_pool_stats st = { 0 };
+	for (int k = 0; k < 100; k++) {
+		mqp_pool_stats(p, &st);
+		if (st.leased == 0)
+			break;
+		nanosleep(&(struct timespec) { .tv_nsec = 20000000 }, NULL);
+	}
+	assert_int_equal(st.leased, 0); /* nothing is held by nobody */
+	mqp_lease x, y;                 /* and both connections can be borrowed again */
+	assert_int_equal(mqp_pool_acquire(p, 1000, &x), MQP_OK);
+	assert_int_equal(mqp_pool_acquire(p, 1000, &y), MQP_OK);
+	mqp_lease_release(&x);
+	mqp_lease_release(&y);
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1330,6 +1407,7 @@ int main(void)
 		cmocka_unit_test(legacy_fixed_reply_topic_is_safe),
 		cmocka_unit_test(drain_returns_only_after_the_last_callback_has),
 		cmocka_unit_test(destroy_from_a_callback_is_deferred),
+		cmocka_unit_test(an_abandoned_acquire_never_strands_a_lease),
 		cmocka_unit_test(drain_waits_for_calls_and_leases_then_refuses_new_work),
 		cmocka_unit_test(async_publish_and_discard),
 		cmocka_unit_test(a_request_that_never_gets_a_connection_is_exhausted),

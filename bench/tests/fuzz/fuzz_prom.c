@@ -4,17 +4,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_text.h"
+
 #include "bench_core.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char *text = malloc(size + 1);
+	char *text = fuzz_text(data, size);
 	if (!text)
 		return 0;
-	memcpy(text, data, size);
-	text[size] = '\0';
 	static const char *const names[] = { "mosquitto_connects_total",
 		"mosquitto_messages_received_total", "mosquitto_message_fanout_sum", "a", "" };
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

@@ -3,17 +3,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_text.h"
+
 #include "mqc_url.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char *text = malloc(size + 1);
+	char *text = fuzz_text(data, size);
 	if (!text)
 		return 0;
-	memcpy(text, data, size);
-	text[size] = '\0';
 	struct mqc_url url;
 	char err[128], out[512];
 	if (mqc_url_parse(text, &url, err, sizeof err) == 0) {

@@ -7,17 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_text.h"
+
 #include "responder_core.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char *text = malloc(size + 1);
+	char *text = fuzz_text(data, size);
 	if (!text)
 		return 0;
-	memcpy(text, data, size);
-	text[size] = '\0';
 	char *nl = strchr(text, '\n');
 	const char *topic = "a/b/c";
 	if (nl) {
