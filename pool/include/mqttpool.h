@@ -248,7 +248,10 @@ typedef int (*mqp_match_cb)(void *userdata, const struct mqp_message *candidate)
  * that does not match the command topic; retained messages are never replies; at most one such
  * request per reply topic is outstanding in the process (others wait their turn within their
  * timeout); the reply is read on an exclusive lease subscribed before the command is published;
- * on timeout the connection is discarded, so a late reply reaches nobody. Another process using
+ * on timeout the connection is discarded. Without a match callback, a command sent and not
+ * answered also keeps its reply topic claimed for its timeout again, so a late reply within that
+ * window reaches nobody instead of the next caller on the topic; a device that can answer later
+ * than that needs a match callback (with one, the topic is free at once). Another process using
  * the same reply topic can still see these replies: MQTT cannot prevent that.
  * @return MQP_OK (free *reply), MQP_ETIMEDOUT, MQP_EINVAL (wildcards, or the reply topic matches
  *         the command topic), and the errors of mqp_pool_acquire and the lease calls.

@@ -4,7 +4,9 @@
  * The JavaScript pool took the first message on any topic as the reply, so concurrent requests
  * could receive each other's replies. Here the reply topic is exact, serialised process-wide,
  * subscribed on an exclusive lease (with its own subscription identifier) before the command is
- * sent, retained messages are excluded, and a timed-out lease is discarded.
+ * sent, retained messages are excluded, and a timed-out lease is discarded. A command that was
+ * sent and got no reply leaves its reply topic quarantined for its timeout again (unless a match
+ * callback tells replies apart): the device's late reply then reaches nobody, not the next caller.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -14,9 +16,10 @@
 #include "mqc_clock.h"
 #include "pool_internal.h"
 
-/* Reply topics with a request outstanding, in this process. */
+/* Reply topics with a request outstanding, or quarantined after one, in this process. */
 struct busy_topic {
 	char *topic;
+	uint64_t until; /* 0: a request holds it; else quarantined until then (CLOCK_MONOTONIC) */
 	struct busy_topic *next;
 };
 
@@ -34,12 +37,22 @@ static void busy_init(void)
 	pthread_condattr_destroy(&attr);
 }
 
-static bool is_busy(const char *topic)
+/* The entry that keeps topic busy, or NULL; an ended quarantine is dropped on the way. */
+static struct busy_topic *busy_entry(const char *topic, uint64_t now)
 {
-	for (struct busy_topic *b = busy; b; b = b->next)
-		if (strcmp(b->topic, topic) == 0)
-			return true;
-	return false;
+	for (struct busy_topic **pp = &busy; *pp; pp = &(*pp)->next) {
+		struct busy_topic *b = *pp;
+		if (strcmp(b->topic, topic) != 0)
+			continue;
+		if (b->until && b->until <= now) {
+			*pp = b->next;
+			free(b->topic);
+			free(b);
+			return NULL;
+		}
+		return b;
+	}
+	return NULL;
 }
 
 /* Wait (until deadline) for the reply topic to be free, then claim it. */
@@ -51,15 +64,18 @@ static int claim(const char *topic, uint64_t deadline)
 		free(b);
 		return MQP_ENOMEM;
 	}
-	struct timespec until = mqc_ns_to_ts(deadline);
 	pthread_mutex_lock(&busy_lock);
-	while (is_busy(topic)) {
-		if (pthread_cond_timedwait(&busy_cond, &busy_lock, &until) != 0 && is_busy(topic)) {
+	for (struct busy_topic *held; (held = busy_entry(topic, mqc_now_ns()));) {
+		if (mqc_now_ns() >= deadline) {
 			pthread_mutex_unlock(&busy_lock);
 			free(b->topic);
 			free(b);
 			return MQP_ETIMEDOUT;
 		}
+		/* Until it is released, or its quarantine ends, or the deadline. */
+		struct timespec until
+		    = mqc_ns_to_ts(held->until && held->until < deadline ? held->until : deadline);
+		pthread_cond_timedwait(&busy_cond, &busy_lock, &until);
 	}
 	b->next = busy;
 	busy = b;
@@ -67,17 +83,22 @@ static int claim(const char *topic, uint64_t deadline)
 	return MQP_OK;
 }
 
-static void unclaim(const char *topic)
+/* Give the topic up: at once, or after quarantine_ns (a late reply may still come). */
+static void unclaim(const char *topic, uint64_t quarantine_ns)
 {
 	pthread_mutex_lock(&busy_lock);
 	for (struct busy_topic **pp = &busy; *pp; pp = &(*pp)->next) {
-		if (strcmp((*pp)->topic, topic) == 0) {
-			struct busy_topic *b = *pp;
+		struct busy_topic *b = *pp;
+		if (strcmp(b->topic, topic) != 0 || b->until)
+			continue;
+		if (quarantine_ns) {
+			b->until = mqc_now_ns() + quarantine_ns;
+		} else {
 			*pp = b->next;
 			free(b->topic);
 			free(b);
-			break;
 		}
+		break;
 	}
 	pthread_cond_broadcast(&busy_cond);
 	pthread_mutex_unlock(&busy_lock);
@@ -99,20 +120,23 @@ int mqp_pool_request_legacy(mqp_pool *p, const char *topic, const void *payload,
 	int rc = mqp__legacy_check(topic, reply_topic);
 	if (rc != MQP_OK)
 		return rc;
-	uint64_t deadline = mqc_now_ns()
-	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
+	uint64_t timeout_ns
+	    = (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
+	uint64_t deadline = mqc_now_ns() + timeout_ns;
 	rc = claim(reply_topic, deadline);
 	if (rc != MQP_OK)
 		return rc;
 	mqp_lease lease;
 	rc = mqp_pool_acquire(p, left_ms(deadline), &lease);
 	if (rc != MQP_OK) {
-		unclaim(reply_topic);
+		unclaim(reply_topic, 0);
 		return rc;
 	}
+	bool sent = false;
 	rc = mqp_lease_subscribe(&lease, reply_topic, qos, 0, left_ms(deadline));
 	if (rc == MQP_OK)
-		rc = mqp_lease_publish(&lease, topic, payload, len, qos, 0, left_ms(deadline));
+		sent = (rc = mqp_lease_publish(&lease, topic, payload, len, qos, 0, left_ms(deadline)))
+		    == MQP_OK;
 	while (rc == MQP_OK) {
 		struct mqp_message m;
 		rc = mqp_lease_receive(&lease, left_ms(deadline), &m);
@@ -131,6 +155,8 @@ int mqp_pool_request_legacy(mqp_pool *p, const char *topic, const void *payload,
 		mqp_lease_release(&lease);
 	else
 		mqp_lease_discard(&lease);
-	unclaim(reply_topic);
+	/* Sent and unanswered: the reply may still come, and without a match callback the next
+	 * caller on this topic could not tell it from its own. */
+	unclaim(reply_topic, sent && rc != MQP_OK && !match ? timeout_ns : 0);
 	return rc;
 }

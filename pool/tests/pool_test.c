@@ -1045,6 +1045,29 @@ static void legacy_fixed_reply_topic_is_safe(void **state)
 	tb_test_responder_stop(&r);
 }
 
+/* Caller A times out on a fixed reply topic; the device answers A late, while caller B waits
+ * on the same topic. B must get its own reply, never A's (it did in 3 of 3 trials before). */
+static void legacy_a_late_reply_never_reaches_the_next_caller(void **state)
+{
+	(void)state;
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "slowleg/+/cmd",
+	    "--protocol", "3.1.1", "--qos", "1", "--delay", "600ms", NULL);
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	struct mqp_reply reply;
+	for (int trial = 0; trial < 3; trial++) {
+		assert_int_equal(mqp_pool_request_legacy(p, "slowleg/d1/cmd", "from-A", 6, 1,
+		                     "slowleg/d1/cmd/reply", NULL, NULL, 400, &reply),
+		    MQP_ETIMEDOUT);
+		assert_int_equal(mqp_pool_request_legacy(p, "slowleg/d1/cmd", "from-B", 6, 1,
+		                     "slowleg/d1/cmd/reply", NULL, NULL, 3000, &reply),
+		    MQP_OK);
+		assert_string_equal(reply.payload, "from-B");
+		mqp_reply_free(&reply);
+	}
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+}
+
 static void drain_waits_for_calls_and_leases_then_refuses_new_work(void **state)
 {
 	(void)state;
@@ -1405,6 +1428,7 @@ int main(void)
 		cmocka_unit_test(async_timeouts_and_destroy_complete_every_call),
 		cmocka_unit_test(async_calls_can_be_cancelled),
 		cmocka_unit_test(legacy_fixed_reply_topic_is_safe),
+		cmocka_unit_test(legacy_a_late_reply_never_reaches_the_next_caller),
 		cmocka_unit_test(drain_returns_only_after_the_last_callback_has),
 		cmocka_unit_test(destroy_from_a_callback_is_deferred),
 		cmocka_unit_test(an_abandoned_acquire_never_strands_a_lease),
