@@ -173,7 +173,9 @@ struct mqp_message {
 
 MQP_API void mqp_message_free(struct mqp_message *m);
 
-/** mqp_lease_subscribe option: also deliver retained messages (dropped by default). */
+/** mqp_lease_subscribe and mqp_pool_receive option: also deliver retained messages (dropped by
+ *  default). MQTT v5: for this subscription only (Retain Handling on the SUBSCRIBE); 3.1.1 cannot
+ *  say which subscription a message came for, so there it applies to the whole lease. */
 #define MQP_SUB_RETAINED 0x1
 
 /**
@@ -228,11 +230,12 @@ MQP_API int mqp_lease_release(mqp_lease *lease);
 MQP_API int mqp_lease_discard(mqp_lease *lease);
 
 /**
- * One message on filter: acquire, subscribe, receive, release, within timeout_ms in all.
+ * One message on filter: acquire, subscribe, receive, release, within timeout_ms in all. With
+ * MQP_SUB_RETAINED in options a retained message counts: "read the device's last state".
  * @return as mqp_pool_acquire, mqp_lease_subscribe and mqp_lease_receive.
  */
-MQP_API int mqp_pool_receive(
-    mqp_pool *pool, const char *filter, int qos, unsigned timeout_ms, struct mqp_message *msg);
+MQP_API int mqp_pool_receive(mqp_pool *pool, const char *filter, int qos, int options,
+    unsigned timeout_ms, struct mqp_message *msg);
 
 /* --- legacy devices: a fixed reply topic ------------------------------------------------- */
 

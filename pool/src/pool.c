@@ -410,7 +410,8 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 	    || mosquitto_property_read_varint(
 	        props, MQTT_PROP_SUBSCRIPTION_IDENTIFIER, &sub_id, false)) {
 		/* A lease's subscription: only the current lease's identifier counts. */
-		if (!c->leased || (!v311 && sub_id != c->epoch) || (msg->retain && !c->retained_ok)) {
+		if (!c->leased || (!v311 && sub_id != c->epoch)
+		    || (v311 && msg->retain && !c->retained_ok)) {
 			atomic_fetch_add(&p->stats.stale_dropped, 1);
 			return;
 		}
@@ -807,11 +808,18 @@ static void lease_op(struct mqp_pool *p, struct op *op)
 		}
 		c->filters = grown;
 		c->filters[c->nfilters++] = copy;
-		c->retained_ok |= (op->sub_options & MQP_SUB_RETAINED) != 0;
+		bool retained = (op->sub_options & MQP_SUB_RETAINED) != 0;
 		mosquitto_property *props = NULL;
-		if (p->opt.protocol == 5)
+		int options = 0;
+		if (p->opt.protocol == 5) {
 			mosquitto_property_add_varint(&props, MQTT_PROP_SUBSCRIPTION_IDENTIFIER, c->epoch);
-		rc = mosquitto_subscribe_v5(c->m, &op->mid, op->topic, op->qos, 0, props);
+			/* v5: the broker sends retained messages only to the subscription that asked. */
+			if (!retained)
+				options = MQTT_SUB_OPT_SEND_RETAIN_NEVER;
+		} else {
+			c->retained_ok |= retained; /* 3.1.1 cannot say per subscription: the lease */
+		}
+		rc = mosquitto_subscribe_v5(c->m, &op->mid, op->topic, op->qos, options, props);
 		mosquitto_property_free_all(&props);
 	} else {
 		atomic_fetch_add(&p->stats.publishes, 1);
@@ -1291,8 +1299,8 @@ int mqp_lease_discard(mqp_lease *lease)
 	return lease_return(lease, OP_DISCARD);
 }
 
-int mqp_pool_receive(
-    mqp_pool *p, const char *filter, int qos, unsigned timeout_ms, struct mqp_message *msg)
+int mqp_pool_receive(mqp_pool *p, const char *filter, int qos, int options, unsigned timeout_ms,
+    struct mqp_message *msg)
 {
 	if (!p || !msg)
 		return MQP_EINVAL;
@@ -1305,7 +1313,7 @@ int mqp_pool_receive(
 		return rc;
 	uint64_t spent = (mqc_now_ns() - start) / MQC_NS_PER_MS;
 	unsigned left = spent < total ? total - (unsigned)spent : 1;
-	rc = mqp_lease_subscribe(&lease, filter, qos, 0, left);
+	rc = mqp_lease_subscribe(&lease, filter, qos, options, left);
 	spent = (mqc_now_ns() - start) / MQC_NS_PER_MS;
 	left = spent < total ? total - (unsigned)spent : 1;
 	if (rc == MQP_OK)

@@ -707,11 +707,11 @@ static void one_shot_receive_and_requests_beside_a_lease(void **state)
 	struct later l = { .delay_ms = 300, .topic = "oneshot/t" };
 	pthread_create(&t, NULL, publish_later, &l);
 	struct mqp_message m;
-	assert_int_equal(mqp_pool_receive(p, "oneshot/#", 1, 5000, &m), MQP_OK);
+	assert_int_equal(mqp_pool_receive(p, "oneshot/#", 1, 0, 5000, &m), MQP_OK);
 	assert_string_equal(m.topic, "oneshot/t");
 	mqp_message_free(&m);
 	pthread_join(t, NULL);
-	assert_int_equal(mqp_pool_receive(p, "oneshot/#", 0, 200, &m), MQP_ETIMEDOUT);
+	assert_int_equal(mqp_pool_receive(p, "oneshot/#", 0, 0, 200, &m), MQP_ETIMEDOUT);
 	/* While a lease holds a connection, requests still flow on the others. */
 	mqp_lease lease;
 	assert_int_equal(mqp_pool_acquire(p, 3000, &lease), MQP_OK);
@@ -1066,6 +1066,35 @@ static void legacy_a_late_reply_never_reaches_the_next_caller(void **state)
 	}
 	mqp_pool_destroy(p);
 	tb_test_responder_stop(&r);
+}
+
+/* Retained messages: one subscription's option, not the lease's; and the one-shot receive can
+ * read a device's last state (the JavaScript pool's own test: publish retained, then receive). */
+static void retained_belongs_to_its_subscription_and_receive_reads_the_last_state(void **state)
+{
+	(void)state;
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	assert_int_equal(mqp_pool_publish(p, "state/d1", "world", 5, 1, 1, 3000), MQP_OK);
+	assert_int_equal(mqp_pool_publish(p, "state/d2", "other", 5, 1, 1, 3000), MQP_OK);
+	struct mqp_message m;
+	assert_int_equal(mqp_pool_receive(p, "state/d1", 1, MQP_SUB_RETAINED, 3000, &m), MQP_OK);
+	assert_string_equal(m.payload, "world");
+	assert_true(m.retain);
+	mqp_message_free(&m);
+	assert_int_equal(mqp_pool_receive(p, "state/d1", 1, 0, 300, &m), MQP_ETIMEDOUT);
+	mqp_lease lease;
+	assert_int_equal(mqp_pool_acquire(p, 3000, &lease), MQP_OK);
+	assert_int_equal(mqp_lease_subscribe(&lease, "state/d1", 1, MQP_SUB_RETAINED, 3000), MQP_OK);
+	assert_int_equal(mqp_lease_receive(&lease, 3000, &m), MQP_OK);
+	assert_string_equal(m.payload, "world");
+	mqp_message_free(&m);
+	/* The same lease, another subscription without the option: its retained copy stays away. */
+	assert_int_equal(mqp_lease_subscribe(&lease, "state/d2", 1, 0, 3000), MQP_OK);
+	assert_int_equal(mqp_lease_receive(&lease, 300, &m), MQP_ETIMEDOUT);
+	assert_int_equal(mqp_lease_release(&lease), MQP_OK);
+	assert_int_equal(mqp_pool_publish(p, "state/d1", "", 0, 1, 1, 3000), MQP_OK); /* clear */
+	assert_int_equal(mqp_pool_publish(p, "state/d2", "", 0, 1, 1, 3000), MQP_OK);
+	mqp_pool_destroy(p);
 }
 
 static void drain_waits_for_calls_and_leases_then_refuses_new_work(void **state)
@@ -1429,6 +1458,7 @@ int main(void)
 		cmocka_unit_test(async_calls_can_be_cancelled),
 		cmocka_unit_test(legacy_fixed_reply_topic_is_safe),
 		cmocka_unit_test(legacy_a_late_reply_never_reaches_the_next_caller),
+		cmocka_unit_test(retained_belongs_to_its_subscription_and_receive_reads_the_last_state),
 		cmocka_unit_test(drain_returns_only_after_the_last_callback_has),
 		cmocka_unit_test(destroy_from_a_callback_is_deferred),
 		cmocka_unit_test(an_abandoned_acquire_never_strands_a_lease),
