@@ -1124,7 +1124,9 @@ static int submit_and_wait_full(struct mqp_pool *p, struct op *op, struct mqp_re
 		*msg = op->msg;
 		op->msg = (struct mqp_message) { 0 };
 	}
-	if (slot) {
+	/* Only a completed wait may read the lease: after a give-up the I/O thread may still be
+	 * writing it, and it hands such a lease straight back (lease_abandoned). */
+	if (slot && result == MQP_OK) {
 		*slot = op->slot;
 		*generation = op->generation;
 	}
