@@ -12,8 +12,8 @@
 #include <openssl/evp.h>
 #include <string.h>
 
+#include "corr.h"
 #include "mqc_random.h"
-#include "pool_internal.h"
 
 int mqp__corr_init(struct mqp_corr *k)
 {

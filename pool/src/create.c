@@ -12,10 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "pool_internal.h"
+#include "io.h"
+#include "op.h"
+#include "pool.h"
 
 static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
 
@@ -29,7 +30,7 @@ static char *dup_or_null(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
-void mqp__pool_free(struct mqp_pool *p)
+static void pool_free(struct mqp_pool *p)
 {
 	free(p->client_prefix);
 	free(p->inbox_prefix);
@@ -49,15 +50,23 @@ void mqp__pool_free(struct mqp_pool *p)
 	SSL_CTX_free(p->ssl_ctx);
 	if (p->ep >= 0)
 		close(p->ep);
-	if (p->evfd >= 0)
-		close(p->evfd);
-	pthread_mutex_destroy(&p->lock);
-	pthread_cond_destroy(&p->drained);
-	pthread_mutex_destroy(&p->hist_lock);
+	mqp__inbox_free(&p->inbox);
+	pthread_mutex_destroy(&p->report_lock);
 	mqc_hist_free(&p->h_request);
 	mqc_hist_free(&p->h_acquire);
 	mqc_hist_free(&p->h_connect);
 	free(p);
+}
+
+static void *io_thread(void *arg)
+{
+	struct mqp_pool *p = arg;
+	mqp__io_run(p);
+	if (mqp__inbox_destroy_deferred(&p->inbox)) { /* destroyed from a callback: nobody joins */
+		pthread_detach(pthread_self());
+		pool_free(p);
+	}
+	return NULL;
 }
 
 static int fail(char *err, size_t len, int code, const char *detail)
@@ -108,17 +117,12 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	struct mqp_pool *p = calloc(1, sizeof *p);
 	if (!p)
 		return fail(err, errlen, MQP_ENOMEM, "out of memory");
-	p->ep = p->evfd = -1;
-	pthread_mutex_init(&p->lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&p->drained, &ca);
-	pthread_condattr_destroy(&ca);
-	pthread_mutex_init(&p->hist_lock, NULL);
+	p->ep = -1;
+	p->inbox.evfd = -1;
+	pthread_mutex_init(&p->report_lock, NULL);
 	char urlerr[256];
 	if (!broker_url || mqc_url_parse(broker_url, &p->url, urlerr, sizeof urlerr) != 0) {
-		mqp__pool_free(p);
+		pool_free(p);
 		return fail(err, errlen, MQP_EINVAL, broker_url ? urlerr : "broker_url is NULL");
 	}
 	p->opt = *o;
@@ -133,27 +137,27 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	p->opt.protocol = o->protocol ? o->protocol : 5;
 	p->opt.keepalive_s = o->keepalive_s ? (o->keepalive_s < 5 ? 5 : o->keepalive_s) : 30;
 	if (p->opt.protocol != 4 && p->opt.protocol != 5) {
-		mqp__pool_free(p);
+		pool_free(p);
 		return fail(err, errlen, MQP_EINVAL, "protocol must be 5 or 4 (MQTT 3.1.1)");
 	}
 	if (p->opt.min_size > p->opt.max_size) {
-		mqp__pool_free(p);
+		pool_free(p);
 		return fail(err, errlen, MQP_EINVAL, "min_size is larger than max_size");
 	}
 	if (p->opt.max_size > 1000) {
-		mqp__pool_free(p);
+		pool_free(p);
 		return fail(err, errlen, MQP_EINVAL, "max_size above 1000");
 	}
 	if (!o->username != !o->password && o->password) {
-		mqp__pool_free(p);
+		pool_free(p);
 		return fail(err, errlen, MQP_EINVAL, "a password needs a username");
 	}
 	if (!o->certfile != !o->keyfile) {
-		mqp__pool_free(p);
+		pool_free(p);
 		return fail(err, errlen, MQP_EINVAL, "certfile and keyfile go together");
 	}
 	if (p->url.tls && !o->cafile) {
-		mqp__pool_free(p);
+		pool_free(p);
 		return fail(
 		    err, errlen, MQP_EINVAL, "mqtts:// needs cafile: the broker is always verified");
 	}
@@ -161,7 +165,7 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	const char *inbox = o->inbox_prefix ? o->inbox_prefix : "mqp/inbox";
 	if (strlen(prefix) > 8 || strpbrk(prefix, "+#/") || strlen(inbox) > 200
 	    || strpbrk(inbox, "+#")) {
-		mqp__pool_free(p);
+		pool_free(p);
 		return fail(err, errlen, MQP_EINVAL,
 		    "client_id_prefix (at most 8 characters, no + # /) or inbox_prefix (no + #) "
 		    "is unusable");
@@ -180,7 +184,7 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	if (mqc_hist_init(&p->h_request, 7) || mqc_hist_init(&p->h_acquire, 7)
 	    || mqc_hist_init(&p->h_connect, 7) || !p->client_prefix || !p->inbox_prefix || !p->conns
 	    || !p->lease_gen || !p->lease_held || !p->lease_info) {
-		mqp__pool_free(p);
+		pool_free(p);
 		return fail(err, errlen, MQP_ENOMEM, "out of memory");
 	}
 	for (unsigned i = 0; i < p->opt.max_size; i++)
@@ -188,28 +192,27 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	p->opt.client_id_prefix = p->client_prefix;
 	p->opt.inbox_prefix = p->inbox_prefix;
 	if (p->url.tls && !(p->ssl_ctx = make_ssl_ctx(p, err, errlen))) {
-		mqp__pool_free(p);
+		pool_free(p);
 		return MQP_ETLS;
 	}
 	pthread_once(&lib_once, lib_init);
-	p->incoming_tail = &p->incoming;
 	p->queue.tail = &p->queue.head;
 	p->acquirers.tail = &p->acquirers.head;
 	p->ep = epoll_create1(EPOLL_CLOEXEC);
-	p->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
-	if (p->ep < 0 || p->evfd < 0 || epoll_ctl(p->ep, EPOLL_CTL_ADD, p->evfd, &ev) != 0) {
-		mqp__pool_free(p);
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL }; /* NULL: the inbox */
+	if (p->ep < 0 || mqp__inbox_init(&p->inbox) != 0
+	    || epoll_ctl(p->ep, EPOLL_CTL_ADD, p->inbox.evfd, &ev) != 0) {
+		pool_free(p);
 		return fail(err, errlen, MQP_ENOMEM, "epoll or eventfd failed");
 	}
 	/* The I/O thread takes no signals: the application's handlers run on its own threads. */
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = pthread_create(&p->thread, NULL, mqp__io_thread, p);
+	int rc = pthread_create(&p->thread, NULL, io_thread, p);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0) {
-		mqp__pool_free(p);
+		pool_free(p);
 		return fail(err, errlen, MQP_ENOMEM, "cannot start the I/O thread");
 	}
 	*out = p;
@@ -221,20 +224,13 @@ void mqp_pool_destroy(mqp_pool *p)
 	if (!p)
 		return;
 	/* From a callback the I/O thread cannot be joined (it is this thread, inside the callback):
-	 * it finishes after the callback returns and frees the pool itself (mqp__io_thread). */
+	 * it finishes after the callback returns and frees the pool itself (io_thread). A
+	 * callback run while a destroy is already under way (ECLOSED) changes nothing: that destroy
+	 * frees the pool. */
 	bool deferred = pthread_equal(pthread_self(), p->thread);
-	pthread_mutex_lock(&p->lock);
-	/* A callback run while a destroy is already under way (ECLOSED) changes nothing: that
-	 * destroy frees the pool. */
-	if (deferred && !p->stopping)
-		p->destroy_deferred = true;
-	p->stopping = true;
-	pthread_mutex_unlock(&p->lock);
-	uint64_t one = 1;
-	ssize_t w = write(p->evfd, &one, sizeof one);
-	(void)w;
+	mqp__inbox_stop(&p->inbox, deferred);
 	if (deferred)
 		return;
 	pthread_join(p->thread, NULL);
-	mqp__pool_free(p);
+	pool_free(p);
 }

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "logic.h"
 #include "mqc_clock.h"
-#include "pool_internal.h"
 
 /* Reply topics with a request outstanding, or quarantined after one, in this process. */
 struct busy_topic {

@@ -11,7 +11,8 @@
 
 #include <cmocka.h>
 
-#include "pool_internal.h"
+#include "corr.h"
+#include "logic.h"
 
 /* --- the deadline heap ------------------------------------------------------------------- */
 

@@ -1,0 +1,28 @@
+/*
+ * conn.h - a pooled connection's life, and completing the operations it carries (conn.c).
+ * I/O thread only.
+ */
+#ifndef MQP_CONN_H
+#define MQP_CONN_H
+
+#include "pool.h"
+
+/* Complete an op the I/O thread holds: out of every structure, its caller woken or its callback
+ * called (on this thread, no lock held), the I/O thread's reference dropped. */
+void mqp__finish(struct mqp_pool *p, struct op *op, int result);
+
+void mqp__set_error(struct mqp_pool *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The application's log callback, on this thread, no lock held. */
+void mqp__log(struct mqp_pool *p, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Start connecting slot c; on failure c stays closed and the pool backs off. */
+void mqp__conn_open(struct mqp_pool *p, struct pconn *c);
+/* Close c now: its calls fail with MQP_ECONNLOST, its lease's messages are dropped. */
+void mqp__conn_close(struct mqp_pool *p, struct pconn *c);
+/* After every libmosquitto call on c: write what is queued, notice a death, tidy up. */
+void mqp__conn_settle(struct mqp_pool *p, struct pconn *c);
+/* Drop a lease's queued messages and subscriptions (at release or close). */
+void mqp__lease_clear(struct mqp_pool *p, struct pconn *c);
+
+#endif

@@ -1,0 +1,485 @@
+/*
+ * io.c - the I/O thread's loop: callers' operations in, dispatch to connections in FIFO order,
+ * lease operations, cancels, deadlines, housekeeping; every libmosquitto call of the pool is
+ * made from here or from conn.c, on this one thread.
+ */
+#define _GNU_SOURCE
+#include "io.h"
+
+#include <mosquitto.h>
+#include <mqtt_protocol.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "conn.h"
+#include "logic.h"
+#include "mqc_clock.h"
+#include "mqc_net.h"
+
+enum { MISC_INTERVAL_MS = 1000 };
+
+/* Connections open or opening; of them ready, connecting, and available (ready, idle, not
+ * leased). */
+static unsigned count_open(
+    const struct mqp_pool *p, unsigned *ready, unsigned *connecting, unsigned *available)
+{
+	unsigned open = 0;
+	*ready = *connecting = *available = 0;
+	for (unsigned i = 0; i < p->opt.max_size; i++) {
+		const struct pconn *c = &p->conns[i];
+		if (!c->open)
+			continue;
+		open++;
+		*ready += c->ready;
+		*connecting += !c->ready;
+		*available += c->ready && !c->dead && !c->leased && c->inflight == 0;
+	}
+	return open;
+}
+
+static void open_one(struct mqp_pool *p)
+{
+	if (p->connect_failed && mqc_now_ns() < p->backoff_until)
+		return;
+	for (unsigned i = 0; i < p->opt.max_size; i++)
+		if (!p->conns[i].open && !p->lease_held[i]) { /* a broken lease keeps its slot */
+			mqp__conn_open(p, &p->conns[i]);
+			return;
+		}
+}
+
+static void start_op(struct mqp_pool *p, struct pconn *c, struct op *op)
+{
+	mosquitto_property *props = NULL;
+	int rc = MOSQ_ERR_SUCCESS;
+	if (op->kind == OP_REQUEST) {
+		/* The Response Topic is the inbox itself: nothing in it tells one request from the next. */
+		if (mqp__corr_seal(&c->corr, c->next_seq++, op->corr) != 0) {
+			mqp__finish(p, op, MQP_ENOMEM);
+			return;
+		}
+		uint64_t now = mqc_now_ns();
+		/* ceil(time left) in seconds, at least 1: the header's promise */
+		uint64_t left = op->deadline > now ? op->deadline - now : 0;
+		uint32_t expiry = (uint32_t)((left + MQC_NS_PER_S - 1) / MQC_NS_PER_S);
+		if (expiry == 0)
+			expiry = 1;
+		rc = mosquitto_property_add_string(&props, MQTT_PROP_RESPONSE_TOPIC, c->inbox);
+		if (rc == MOSQ_ERR_SUCCESS)
+			rc = mosquitto_property_add_binary(
+			    &props, MQTT_PROP_CORRELATION_DATA, op->corr, MQP_CORR_LEN);
+		if (rc == MOSQ_ERR_SUCCESS)
+			rc = mosquitto_property_add_int32(&props, MQTT_PROP_MESSAGE_EXPIRY_INTERVAL, expiry);
+		if (rc != MOSQ_ERR_SUCCESS) {
+			mosquitto_property_free_all(&props);
+			mqp__finish(p, op, MQP_ENOMEM);
+			return;
+		}
+		/* Registered before the command goes out: a fast reply always finds its caller. */
+		HASH_ADD(hh, p->pending, corr, MQP_CORR_LEN, op);
+		op->in_pending = true;
+		atomic_fetch_add(&p->stats.requests, 1);
+	} else {
+		atomic_fetch_add(&p->stats.publishes, 1);
+	}
+	op->conn = c;
+	op->conn_next = c->ops;
+	c->ops = op;
+	c->inflight++;
+	c->last_used = mqc_now_ns();
+	atomic_fetch_add(&p->stats.inflight, 1);
+	rc = mosquitto_publish_v5(
+	    c->m, &op->mid, op->topic, (int)op->len, op->payload, op->qos, op->retain, props);
+	mosquitto_property_free_all(&props);
+	if (rc != MOSQ_ERR_SUCCESS)
+		mqp__finish(p, op,
+		    rc == MOSQ_ERR_NOMEM                                                ? MQP_ENOMEM
+		        : rc == MOSQ_ERR_PAYLOAD_SIZE || rc == MOSQ_ERR_OVERSIZE_PACKET ? MQP_ETOOBIG
+		        : rc == MOSQ_ERR_INVAL || rc == MOSQ_ERR_MALFORMED_UTF8         ? MQP_EINVAL
+		                                                                        : MQP_ECONNLOST);
+}
+
+/* An op leaves a wait queue: it waited unless the first dispatch pass after its arrival served
+ * it. */
+static void left_queue(struct mqp_pool *p, struct op *op, bool served)
+{
+	if (!served || op->first_dispatch != p->dispatches)
+		atomic_fetch_add(&p->stats.waits, 1);
+}
+
+/* Hand queued ops to connections in strict FIFO order; open connections as needed. */
+static void dispatch(struct mqp_pool *p)
+{
+	p->dispatches++;
+	while (p->queue.head) {
+		int i = mqp__pick_for_request(p->conns, p->opt.max_size, p->opt.max_inflight);
+		if (i < 0)
+			break;
+		struct pconn *c = &p->conns[i];
+		struct op *op = mqp__fifo_pop(&p->queue);
+		left_queue(p, op, true);
+		start_op(p, c, op);
+		mqp__conn_settle(p, c);
+	}
+	/* Leases: strict FIFO among waiters; the most recently released idle connection first. */
+	while (p->acquirers.head) {
+		int i = mqp__pick_for_lease(p->conns, p->lease_held, p->opt.max_size);
+		if (i < 0)
+			break;
+		struct pconn *best = &p->conns[i];
+		struct op *op = mqp__fifo_pop(&p->acquirers);
+		left_queue(p, op, true);
+		unsigned slot = (unsigned)i;
+		best->leased = true;
+		p->lease_held[slot] = true;
+		atomic_fetch_add(&p->stats.leased, 1); /* exact before the caller wakes */
+		p->lease_info[slot]
+		    = (struct lease_info) { .since = mqc_now_ns(), .file = op->file, .line = op->line };
+		op->slot = slot;
+		op->generation = p->lease_gen[slot];
+		atomic_fetch_add(&p->stats.acquires, 1);
+		mqp__finish(p, op, MQP_OK);
+	}
+	unsigned ready, connecting, available;
+	unsigned open = count_open(p, &ready, &connecting, &available);
+	bool waiting = p->queue.head || p->acquirers.head;
+	if (mqp__should_open(open, connecting, waiting, p->opt.min_size, p->opt.max_size))
+		open_one(p);
+	/* Nothing can connect: waiting callers learn why now rather than at their deadline. */
+	if (p->connect_failed && waiting && open == 0 && ready == 0) {
+		struct op *op;
+		while ((op = mqp__fifo_pop(&p->queue)) || (op = mqp__fifo_pop(&p->acquirers))) {
+			left_queue(p, op, false);
+			mqp__finish(p, op, MQP_ECONNECT);
+		}
+	}
+}
+
+/* An operation on a lease handle: valid only for the slot's current generation. */
+static void lease_op(struct mqp_pool *p, struct op *op)
+{
+	unsigned slot = op->slot;
+	if (!mqp__lease_valid(slot, op->generation, p->opt.max_size, p->lease_held, p->lease_gen)) {
+		if (op->kind == OP_RELEASE || op->kind == OP_DISCARD)
+			atomic_fetch_add(&p->stats.double_releases, 1);
+		mqp__finish(p, op, MQP_ERELEASED);
+		return;
+	}
+	struct pconn *c = &p->conns[slot];
+	bool alive = c->open && c->leased && !c->dead;
+	if (op->kind == OP_RELEASE || op->kind == OP_DISCARD) {
+		if (alive) {
+			/* 3.1.1: nothing can tell this borrower's late messages from the next one's. */
+			bool discard = op->kind == OP_DISCARD || (p->opt.protocol != 5 && c->nfilters > 0);
+			if (c->receiver)
+				mqp__finish(p, c->receiver, MQP_ERELEASED);
+			for (size_t i = 0; i < c->nfilters; i++) /* no wait: the identifier retires */
+				mosquitto_unsubscribe(c->m, NULL, c->filters[i]);
+			mqp__lease_clear(p, c);
+			c->epoch = mqp__next_epoch(c->epoch);
+			c->leased = false;
+			c->idle_since = c->last_used = mqc_now_ns();
+			if (discard)
+				c->dead = true;
+		}
+		p->lease_held[slot] = false;
+		if (atomic_fetch_sub(&p->stats.leased, 1) == 1)
+			mqp__inbox_wake_drainers(&p->inbox);
+		p->lease_gen[slot]++; /* every copy of the old handle is now stale */
+		atomic_fetch_add(&p->stats.releases, 1);
+		mqp__finish(p, op, MQP_OK);
+		if (alive)
+			mqp__conn_settle(p, c);
+		return;
+	}
+	if (!alive) {
+		mqp__finish(p, op, MQP_ECONNLOST);
+		return;
+	}
+	if (op->kind == OP_LEASE_RECEIVE) {
+		if (c->receiver) {
+			mqp__finish(p, op, MQP_EBUSY);
+		} else if (c->qhead) {
+			struct lmsg *l = c->qhead;
+			c->qhead = l->next;
+			if (!c->qhead)
+				c->qtail = &c->qhead;
+			op->msg = l->m;
+			free(l);
+			mqp__finish(p, op, MQP_OK);
+		} else {
+			c->receiver = op;
+			op->receiving_on = c;
+		}
+		return;
+	}
+	if (op->kind == OP_LEASE_SUBSCRIBE && p->opt.protocol == 5) {
+		/* The same filter as the connection's inbox subscription would replace it, and
+		 * unsubscribing it at release would leave the connection deaf to every reply. */
+		char inbox_filter[sizeof c->inbox + 2];
+		snprintf(inbox_filter, sizeof inbox_filter, "%s/#", c->inbox);
+		if (strcmp(op->topic, inbox_filter) == 0) {
+			mqp__finish(p, op, MQP_EINVAL);
+			return;
+		}
+	}
+	op->conn = c;
+	op->conn_next = c->ops;
+	c->ops = op;
+	c->inflight++;
+	atomic_fetch_add(&p->stats.inflight, 1);
+	int rc;
+	if (op->kind == OP_LEASE_SUBSCRIBE) {
+		char **grown = realloc(c->filters, (c->nfilters + 1) * sizeof *grown);
+		char *copy = strdup(op->topic);
+		if (!grown || !copy) {
+			free(copy);
+			if (grown)
+				c->filters = grown;
+			mqp__finish(p, op, MQP_ENOMEM);
+			return;
+		}
+		c->filters = grown;
+		c->filters[c->nfilters++] = copy;
+		bool retained = (op->sub_options & MQP_SUB_RETAINED) != 0;
+		mosquitto_property *props = NULL;
+		int options = 0;
+		if (p->opt.protocol == 5) {
+			mosquitto_property_add_varint(&props, MQTT_PROP_SUBSCRIPTION_IDENTIFIER, c->epoch);
+			/* v5: the broker sends retained messages only to the subscription that asked. */
+			if (!retained)
+				options = MQTT_SUB_OPT_SEND_RETAIN_NEVER;
+		} else {
+			c->retained_ok |= retained; /* 3.1.1 cannot say per subscription: the lease */
+		}
+		rc = mosquitto_subscribe_v5(c->m, &op->mid, op->topic, op->qos, options, props);
+		mosquitto_property_free_all(&props);
+	} else {
+		atomic_fetch_add(&p->stats.publishes, 1);
+		rc = mosquitto_publish_v5(
+		    c->m, &op->mid, op->topic, (int)op->len, op->payload, op->qos, op->retain, NULL);
+	}
+	if (rc != MOSQ_ERR_SUCCESS)
+		mqp__finish(p, op,
+		    rc == MOSQ_ERR_NOMEM       ? MQP_ENOMEM
+		        : rc == MOSQ_ERR_INVAL ? MQP_EINVAL
+		                               : MQP_ECONNLOST);
+	mqp__conn_settle(p, c);
+}
+
+/* Complete the async call op->ticket names with MQP_ECANCELED, wherever it is. */
+static void cancel(struct mqp_pool *p, struct op *op)
+{
+	struct op *target = NULL;
+	HASH_FIND(hh_ticket, p->tickets, &op->ticket_target, sizeof op->ticket_target, target);
+	if (target) {
+		if (target->queued) {
+			mqp__fifo_remove(target->kind == OP_ACQUIRE ? &p->acquirers : &p->queue, target);
+			left_queue(p, target, false);
+		}
+		mqp__finish(p, target, MQP_ECANCELED); /* out of pending, the connection, the heap */
+	}
+	mqp__finish(p, op, MQP_OK);
+}
+
+static void take_incoming(struct mqp_pool *p)
+{
+	struct op *list = mqp__inbox_take(&p->inbox);
+	while (list) {
+		struct op *op = list;
+		list = op->queue_next;
+		op->queue_next = NULL;
+		if (mqp__heap_push(&p->heap, op) != 0) {
+			mqp__finish(p, op, MQP_ENOMEM);
+			continue;
+		}
+		if (op->ticket)
+			HASH_ADD(hh_ticket, p->tickets, ticket, sizeof op->ticket, op);
+		op->first_dispatch = p->dispatches + 1;
+		switch (op->kind) {
+			case OP_REQUEST:
+			case OP_PUBLISH:
+				mqp__fifo_push(&p->queue, op);
+				break;
+			case OP_ACQUIRE:
+				mqp__fifo_push(&p->acquirers, op);
+				break;
+			case OP_CANCEL:
+				cancel(p, op);
+				break;
+			default:
+				lease_op(p, op);
+				break;
+		}
+	}
+}
+
+/* A call gives up in the queue while a connection is still being made: say what it waits for,
+ * so mqp_pool_last_error names a broker that takes TCP but never answers CONNECT. */
+static void explain_pending_connect(struct mqp_pool *p, uint64_t now)
+{
+	for (unsigned i = 0; i < p->opt.max_size; i++) {
+		const struct pconn *c = &p->conns[i];
+		if (c->open && !c->ready && !c->dead) {
+			mqp__set_error(p,
+			    "connect to %s:%d: no answer to CONNECT%s yet after %llu ms (the connect "
+			    "timeout is %u ms)",
+			    p->url.host, p->url.port, p->opt.protocol == 5 ? " and the inbox SUBSCRIBE" : "",
+			    (unsigned long long)((now - c->connect_start) / MQC_NS_PER_MS),
+			    p->opt.connect_timeout_ms);
+			return;
+		}
+	}
+}
+
+static void expire(struct mqp_pool *p, uint64_t now)
+{
+	while (p->heap.len && p->heap.v[0]->deadline <= now) {
+		struct op *op = p->heap.v[0];
+		if (op->queued) { /* never got a connection */
+			mqp__fifo_remove(op->kind == OP_ACQUIRE ? &p->acquirers : &p->queue, op);
+			left_queue(p, op, false);
+			if (!p->connect_failed)
+				explain_pending_connect(p, now);
+			/* A request or publish that never left the queue was never sent: say so. */
+			mqp__finish(p, op,
+			    p->connect_failed            ? MQP_ECONNECT
+			        : op->kind == OP_ACQUIRE ? MQP_ETIMEDOUT
+			                                 : MQP_EEXHAUSTED);
+		} else {
+			mqp__finish(p, op, MQP_ETIMEDOUT);
+		}
+	}
+	for (unsigned i = 0; i < p->opt.max_size; i++) {
+		struct pconn *c = &p->conns[i];
+		if (c->open && !c->ready && now > c->connect_deadline) {
+			mqp__set_error(p, "connect to %s:%d: not ready within %u ms", p->url.host, p->url.port,
+			    p->opt.connect_timeout_ms);
+			c->dead = c->failed_connect = true;
+			mqp__conn_settle(p, c);
+		}
+	}
+}
+
+static void publish_gauges(struct mqp_pool *p)
+{
+	unsigned ready, connecting, available, queued = 0;
+	unsigned open = count_open(p, &ready, &connecting, &available);
+	for (struct op *op = p->queue.head; op; op = op->queue_next)
+		queued++;
+	for (struct op *op = p->acquirers.head; op; op = op->queue_next)
+		queued++; /* waiting for a connection to borrow */
+	atomic_store(&p->stats.size, open);
+	atomic_store(&p->stats.ready, ready);
+	atomic_store(&p->stats.available, available);
+	atomic_store(&p->stats.connecting, connecting);
+	atomic_store(&p->stats.queued, queued);
+}
+
+/* Idle connections above min_size close; old ones retire; long-held leases are reported. */
+static void housekeeping(struct mqp_pool *p, uint64_t now)
+{
+	unsigned ready, connecting, available;
+	unsigned open = count_open(p, &ready, &connecting, &available);
+	uint64_t idle = (uint64_t)p->opt.idle_timeout_ms * MQC_NS_PER_MS;
+	for (unsigned i = 0; i < p->opt.max_size; i++) {
+		struct pconn *c = &p->conns[i];
+		enum mqp_evict why = mqp__eviction(c, now, open, p->opt.min_size, idle);
+		if (why == MQP_KEEP)
+			continue;
+		atomic_fetch_add(
+		    why == MQP_EVICT_IDLE ? &p->stats.closes_idle : &p->stats.closes_lifetime, 1);
+		mosquitto_disconnect(c->m);
+		mosquitto_loop_write(c->m, 1);
+		mqp__conn_close(p, c);
+		open--;
+	}
+	if (!p->opt.leak_threshold_ms)
+		return;
+	for (unsigned i = 0; i < p->opt.max_size; i++) {
+		struct lease_info *l = &p->lease_info[i];
+		if (!p->lease_held[i] || l->reported
+		    || now - l->since < (uint64_t)p->opt.leak_threshold_ms * MQC_NS_PER_MS)
+			continue;
+		l->reported = true;
+		atomic_fetch_add(&p->stats.leaks, 1);
+		mqp__log(p, MQP_LOG_WARNING,
+		    "mqttpool: possible leak: a lease acquired at %s:%d has been held for %llu ms",
+		    l->file ? l->file : "?", l->line,
+		    (unsigned long long)((now - l->since) / MQC_NS_PER_MS));
+	}
+}
+
+void mqp__io_run(struct mqp_pool *p)
+{
+	uint64_t next_misc = mqc_now_ns() + MISC_INTERVAL_MS * MQC_NS_PER_MS;
+	for (;;) {
+		if (mqp__inbox_stopping(&p->inbox))
+			break;
+		dispatch(p);
+		publish_gauges(p);
+		uint64_t now = mqc_now_ns(), wake = next_misc;
+		if (p->heap.len && p->heap.v[0]->deadline < wake)
+			wake = p->heap.v[0]->deadline;
+		for (unsigned i = 0; i < p->opt.max_size; i++)
+			if (p->conns[i].open && !p->conns[i].ready && p->conns[i].connect_deadline < wake)
+				wake = p->conns[i].connect_deadline;
+		if (p->connect_failed && p->backoff_until > now && p->backoff_until < wake)
+			wake = p->backoff_until;
+		if (p->next_housekeeping > now && p->next_housekeeping < wake)
+			wake = p->next_housekeeping;
+		struct timespec timeout = mqc_ns_to_ts(wake > now ? wake - now : 0);
+		struct epoll_event events[64];
+		int n = epoll_pwait2(p->ep, events, 64, &timeout, NULL);
+		for (int i = 0; i < n; i++) {
+			if (events[i].data.ptr == NULL) {
+				take_incoming(p);
+				continue;
+			}
+			struct pconn *c = events[i].data.ptr;
+			if (!c->open)
+				continue; /* closed earlier in this batch */
+			if (events[i].events & EPOLLOUT) {
+				mosquitto_loop_write(c->m, 1);
+				if (!c->ready && !c->dead) /* TLS: the handshake may need a read */
+					mosquitto_loop_read(c->m, 1);
+			}
+			if (!c->dead && (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))) {
+				mosquitto_loop_read(c->m, 1);
+				mqc_tcp_quickack(mosquitto_socket(c->m)); /* a Nagle-ing broker: mqc_net.h */
+			}
+			mqp__conn_settle(p, c);
+		}
+		now = mqc_now_ns();
+		expire(p, now);
+		if (now >= p->next_housekeeping) {
+			housekeeping(p, now);
+			p->next_housekeeping = now + (uint64_t)p->opt.eviction_interval_ms * MQC_NS_PER_MS;
+		}
+		if (now >= next_misc) {
+			for (unsigned i = 0; i < p->opt.max_size; i++)
+				if (p->conns[i].open) {
+					mosquitto_loop_misc(p->conns[i].m);
+					mqp__conn_settle(p, &p->conns[i]);
+				}
+			next_misc = now + MISC_INTERVAL_MS * MQC_NS_PER_MS;
+		}
+	}
+	/* Closing: every op completes with MQP_ECLOSED, every connection goes. */
+	take_incoming(p);
+	while (p->heap.len) {
+		struct op *op = p->heap.v[0];
+		if (op->queued)
+			mqp__fifo_remove(op->kind == OP_ACQUIRE ? &p->acquirers : &p->queue, op);
+		mqp__finish(p, op, MQP_ECLOSED);
+	}
+	for (unsigned i = 0; i < p->opt.max_size; i++)
+		if (p->conns[i].open) {
+			mosquitto_disconnect(p->conns[i].m);
+			mosquitto_loop_write(p->conns[i].m, 1);
+			mqp__conn_close(p, &p->conns[i]);
+		}
+	publish_gauges(p);
+}

@@ -1,0 +1,114 @@
+/*
+ * stats.c - what a pool can tell about itself: counters, gauges, latency histograms, the last
+ * error, and error names. Any thread.
+ */
+#include <stdio.h>
+
+#include "pool.h"
+
+static void latency_of(const struct mqc_hist *h, struct mqp_latency *out)
+{
+	if (!out)
+		return;
+	*out = (struct mqp_latency) {
+		.count = h->count,
+		.p50_ns = mqc_hist_percentile(h, 50),
+		.p90_ns = mqc_hist_percentile(h, 90),
+		.p99_ns = mqc_hist_percentile(h, 99),
+		.p999_ns = mqc_hist_percentile(h, 99.9),
+		.max_ns = h->max,
+	};
+}
+
+void mqp_pool_latency(mqp_pool *p, struct mqp_latency *request, struct mqp_latency *acquire,
+    struct mqp_latency *connect)
+{
+	if (!p) { /* no pool: no samples */
+		struct mqp_latency *all[] = { request, acquire, connect };
+		for (int i = 0; i < 3; i++)
+			if (all[i])
+				*all[i] = (struct mqp_latency) { 0 };
+		return;
+	}
+	pthread_mutex_lock(&p->report_lock);
+	latency_of(&p->h_request, request);
+	latency_of(&p->h_acquire, acquire);
+	latency_of(&p->h_connect, connect);
+	pthread_mutex_unlock(&p->report_lock);
+}
+
+void mqp_pool_stats(mqp_pool *p, struct mqp_pool_stats *out)
+{
+	if (!out)
+		return;
+	if (!p) {
+		*out = (struct mqp_pool_stats) { 0 };
+		return;
+	}
+	*out = (struct mqp_pool_stats) {
+		.size = atomic_load(&p->stats.size),
+		.ready = atomic_load(&p->stats.ready),
+		.available = atomic_load(&p->stats.available),
+		.connecting = atomic_load(&p->stats.connecting),
+		.inflight = atomic_load(&p->stats.inflight),
+		.queued = atomic_load(&p->stats.queued),
+		.leased = atomic_load(&p->stats.leased),
+		.acquires = atomic_load(&p->stats.acquires),
+		.acquire_timeouts = atomic_load(&p->stats.acquire_timeouts),
+		.releases = atomic_load(&p->stats.releases),
+		.double_releases = atomic_load(&p->stats.double_releases),
+		.stale_dropped = atomic_load(&p->stats.stale_dropped),
+		.waits = atomic_load(&p->stats.waits),
+		.cancels = atomic_load(&p->stats.cancels),
+		.closes_idle = atomic_load(&p->stats.closes_idle),
+		.closes_lifetime = atomic_load(&p->stats.closes_lifetime),
+		.leaks = atomic_load(&p->stats.leaks),
+		.requests = atomic_load(&p->stats.requests),
+		.replies = atomic_load(&p->stats.replies),
+		.timeouts = atomic_load(&p->stats.timeouts),
+		.late_replies = atomic_load(&p->stats.late_replies),
+		.strays = atomic_load(&p->stats.strays),
+		.publishes = atomic_load(&p->stats.publishes),
+		.connects_ok = atomic_load(&p->stats.connects_ok),
+		.connects_failed = atomic_load(&p->stats.connects_failed),
+		.connections_lost = atomic_load(&p->stats.connections_lost),
+	};
+}
+
+const char *mqp_pool_last_error(mqp_pool *p, char *buf, size_t len)
+{
+	if (!buf || !len)
+		return buf;
+	if (!p) {
+		snprintf(buf, len, "no pool (NULL)");
+		return buf;
+	}
+	pthread_mutex_lock(&p->report_lock);
+	snprintf(buf, len, "%s", p->last_error);
+	pthread_mutex_unlock(&p->report_lock);
+	return buf;
+}
+
+const char *mqp_strerror(int err)
+{
+	static const char *const names[] = {
+		[MQP_OK] = "success",
+		[MQP_EINVAL] = "invalid argument",
+		[MQP_ENOMEM] = "out of memory",
+		[MQP_ETIMEDOUT] = "timed out",
+		[MQP_ECLOSED] = "pool closed",
+		[MQP_ECONNECT] = "cannot connect to the broker",
+		[MQP_ECONNLOST] = "connection lost",
+		[MQP_EDENIED] = "refused by the broker",
+		[MQP_ETLS] = "TLS setup failed",
+		[MQP_ETOOBIG] = "too large",
+		[MQP_EDEADLK] = "blocking call from the pool's own thread",
+		[MQP_ERELEASED] = "lease already released",
+		[MQP_EBUSY] = "another receive is waiting on this lease",
+		[MQP_ECANCELED] = "cancelled",
+		[MQP_EEXHAUSTED] = "no connection free before the deadline (not sent)",
+	};
+	if (err < 0 || (size_t)err >= sizeof names / sizeof names[0] || !names[err])
+		return "unknown error";
+	return names[err];
+}

@@ -1,0 +1,202 @@
+/*
+ * The pool against the test broker - failures: an unreachable or silent broker, a broker restart
+ * under load, few free file descriptors.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <mqtt_protocol.h>
+
+#include "mqc_clock.h"
+#include "mqttpool.h"
+#include "pool_test_util.h"
+#include "tb_test_util.h"
+
+static void unreachable_broker_fails_fast_with_the_reason(void **state)
+{
+	(void)state;
+	mqp_pool *p = NULL;
+	char err[256];
+	struct mqp_pool_options o = { .min_size_zero = 1 };
+	assert_int_equal(mqp_pool_new("mqtt://127.0.0.1:1", &o, &p, err, sizeof err), MQP_OK);
+	struct mqp_reply reply;
+	uint64_t t0 = mqc_now_ns();
+	assert_int_equal(mqp_pool_request(p, "x/cmd", "x", 1, 0, 10000, &reply), MQP_ECONNECT);
+	assert_true(mqc_now_ns() - t0 < 2 * MQC_NS_PER_S); /* not the 10 s timeout */
+	mqp_pool_last_error(p, err, sizeof err);
+	assert_non_null(strstr(err, "127.0.0.1:1"));
+	assert_non_null(strstr(err, "refused"));
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st);
+	assert_true(st.connects_failed >= 1);
+	mqp_pool_destroy(p);
+
+	const struct tb_info *i = tb_test_info();
+	struct mqp_pool_options bad = { .username = i->username, .password = "wrong" };
+	assert_int_equal(mqp_pool_new(i->mqtt_url, &bad, &p, err, sizeof err), MQP_OK);
+	assert_int_equal(mqp_pool_request(p, "x/cmd", "x", 1, 0, 10000, &reply), MQP_ECONNECT);
+	mqp_pool_last_error(p, err, sizeof err);
+	assert_non_null(strstr(err, "refused CONNECT"));
+	mqp_pool_destroy(p);
+
+	/* A "broker" that takes TCP and never answers CONNECT: exhausted, and the error says why. */
+	int silent = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof a;
+	assert_int_equal(bind(silent, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(listen(silent, 8), 0);
+	assert_int_equal(getsockname(silent, (struct sockaddr *)&a, &alen), 0);
+	char url[64];
+	snprintf(url, sizeof url, "mqtt://127.0.0.1:%d", ntohs(a.sin_port));
+	assert_int_equal(mqp_pool_new(url, &o, &p, err, sizeof err), MQP_OK);
+	assert_int_equal(mqp_pool_request(p, "x/cmd", "x", 1, 0, 300, &reply), MQP_EEXHAUSTED);
+	mqp_pool_last_error(p, err, sizeof err);
+	assert_non_null(strstr(err, "no answer to CONNECT"));
+	mqp_pool_destroy(p);
+	close(silent);
+}
+
+static void many_open_files_do_not_break_it(void **state)
+{
+	(void)state;
+	/* select() fails above fd 1024; the pool uses epoll, so its sockets may be numbered high. */
+	enum { EXTRA = 1100 };
+	int fds[EXTRA];
+	for (int i = 0; i < EXTRA; i++)
+		assert_true((fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0);
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "fd/cmd", NULL);
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	struct mqp_reply reply;
+	assert_int_equal(mqp_pool_request(p, "fd/cmd", "high", 4, 0, 5000, &reply), MQP_OK);
+	mqp_reply_free(&reply);
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+	for (int i = 0; i < EXTRA; i++)
+		close(fds[i]);
+}
+
+struct looper {
+	mqp_pool *pool;
+	atomic_int stop;
+	int ok, failed;
+};
+
+static void *loop_requests(void *arg)
+{
+	struct looper *l = arg;
+	while (!atomic_load(&l->stop)) {
+		struct mqp_reply reply;
+		int rc = mqp_pool_request(l->pool, "restart/cmd", "x", 1, 0, 500, &reply);
+		if (rc == MQP_OK) {
+			l->ok++;
+			mqp_reply_free(&reply);
+		} else {
+			l->failed++;
+			nanosleep(&(struct timespec) { .tv_nsec = 20000000 }, NULL);
+		}
+	}
+	return NULL;
+}
+
+static void broker_restart_mid_load_recovers(void **state)
+{
+	(void)state;
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "restart/cmd", NULL);
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	enum { N = 4 };
+	pthread_t t[N];
+	struct looper l[N];
+	for (int i = 0; i < N; i++) {
+		l[i] = (struct looper) { .pool = p };
+		pthread_create(&t[i], NULL, loop_requests, &l[i]);
+	}
+	nanosleep(&(struct timespec) { .tv_nsec = 300000000 }, NULL);
+	char err[512];
+	if (tb_broker_restart(tb_test_broker(), err, sizeof err) != 0)
+		fail_msg("restart: %s", err);
+	tb_test_responder_kill(&r); /* it exits when its broker goes; start a new one */
+	r = tb_test_responder(RESPONDER_PATH, "--filter", "restart/cmd", NULL);
+	/* Callers get errors, nobody hangs, and the pool serves again. */
+	struct mqp_reply reply;
+	int rc = MQP_ECONNECT;
+	uint64_t deadline = mqc_now_ns() + 10 * MQC_NS_PER_S;
+	while (rc != MQP_OK && mqc_now_ns() < deadline) {
+		rc = mqp_pool_request(p, "restart/cmd", "after", 5, 0, 500, &reply);
+		if (rc == MQP_OK)
+			mqp_reply_free(&reply);
+	}
+	assert_int_equal(rc, MQP_OK);
+	for (int i = 0; i < N; i++)
+		atomic_store(&l[i].stop, 1);
+	int ok = 0, failed = 0;
+	for (int i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		ok += l[i].ok;
+		failed += l[i].failed;
+	}
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st);
+	print_message("restart: ok %d failed %d lost %llu\n", ok, failed,
+	    (unsigned long long)st.connections_lost);
+	assert_true(ok > 0);
+	assert_true(st.connections_lost >= 1);
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+}
+
+static void a_request_that_never_gets_a_connection_is_exhausted(void **state)
+{
+	(void)state;
+	struct tb_responder r
+	    = tb_test_responder(RESPONDER_PATH, "--filter", "mute/cmd", "--drop", "1", NULL);
+	struct mqp_reply reply;
+	struct mqp_pool_stats st;
+	/* One connection carrying one request at most: a second request waits in the queue and,
+	 * never sent, ends with MQP_EEXHAUSTED rather than a timeout that hides whether the device
+	 * got it. */
+	struct mqp_pool_options o = { .max_size = 1, .min_size = 1, .max_inflight = 1 };
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
+	static struct done_call first;
+	atomic_store(&first.calls, 0);
+	assert_int_equal(
+	    mqp_pool_publish_async(p, "mute/warm", "x", 1, 1, 0, 3000, on_published, &first, NULL),
+	    MQP_OK); /* wait until the connection is up */
+	uint64_t until = mqc_now_ns() + 3 * MQC_NS_PER_S;
+	while (atomic_load(&first.calls) == 0 && mqc_now_ns() < until)
+		nanosleep(&(struct timespec) { .tv_nsec = 2000000 }, NULL);
+	assert_int_equal(atomic_load(&first.result), MQP_OK);
+	static struct async_call busy;
+	memset(&busy, 0, sizeof busy);
+	assert_int_equal(
+	    mqp_pool_request_async(p, "mute/cmd", "x", 1, 0, 5000, on_async_reply, &busy, NULL),
+	    MQP_OK);
+	assert_int_equal(mqp_pool_request(p, "mute/cmd", "y", 1, 0, 200, &reply), MQP_EEXHAUSTED);
+	mqp_pool_stats(p, &st);
+	assert_int_equal(st.requests, 1); /* the second was never published */
+	assert_true(st.waits >= 1);
+	assert_string_equal(
+	    mqp_strerror(MQP_EEXHAUSTED), "no connection free before the deadline (not sent)");
+	mqp_pool_destroy(p);
+	assert_int_equal(atomic_load(&busy.result), MQP_ECLOSED);
+	tb_test_responder_stop(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(unreachable_broker_fails_fast_with_the_reason),
+		cmocka_unit_test(many_open_files_do_not_break_it),
+		cmocka_unit_test(broker_restart_mid_load_recovers),
+		cmocka_unit_test(a_request_that_never_gets_a_connection_is_exhausted),
+	};
+	return TB_TEST_RUN(tests, NULL);
+}

@@ -1,0 +1,319 @@
+/*
+ * The pool against the test broker - requests and replies: round trips, bad arguments, timeouts,
+ * replies that never cross, forged replies, TLS.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <mqtt_protocol.h>
+
+#include "mqc_clock.h"
+#include "mqttpool.h"
+#include "pool_test_util.h"
+#include "tb_test_util.h"
+
+static void two_pools_in_one_process_do_not_collide(void **state)
+{
+	(void)state;
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "two/cmd", NULL);
+	mqp_pool *a = new_pool(tb_test_info()->mqtt_url, NULL);
+	mqp_pool *b = new_pool(tb_test_info()->mqtt_url, NULL);
+	for (int k = 0; k < 20; k++) {
+		struct mqp_reply ra, rb;
+		assert_int_equal(mqp_pool_request(a, "two/cmd", "a", 1, 0, 3000, &ra), MQP_OK);
+		assert_int_equal(mqp_pool_request(b, "two/cmd", "b", 1, 0, 3000, &rb), MQP_OK);
+		assert_string_equal(ra.payload, "a");
+		assert_string_equal(rb.payload, "b");
+		mqp_reply_free(&ra);
+		mqp_reply_free(&rb);
+	}
+	struct mqp_pool_stats sa, sb;
+	mqp_pool_stats(a, &sa);
+	mqp_pool_stats(b, &sb);
+	assert_int_equal(sa.connections_lost + sb.connections_lost, 0); /* no session takeover */
+	mqp_pool_destroy(a);
+	mqp_pool_destroy(b);
+	tb_test_responder_stop(&r);
+}
+
+static void request_round_trip(void **state)
+{
+	(void)state;
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "rt/+/cmd", NULL);
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	struct mqp_reply reply;
+	assert_int_equal(mqp_pool_request(p, "rt/d1/cmd", "open", 4, 0, 5000, &reply), MQP_OK);
+	assert_int_equal(reply.len, 4);
+	assert_string_equal(reply.payload, "open");
+	assert_non_null(strstr(reply.topic, "mqp/inbox/"));
+	mqp_reply_free(&reply);
+	assert_int_equal(mqp_pool_request(p, "rt/d1/cmd", "", 0, 1, 5000, &reply), MQP_OK);
+	assert_int_equal(reply.len, 0);
+	mqp_reply_free(&reply);
+	assert_int_equal(mqp_pool_request(p, "rt/d1/cmd", "q2", 2, 2, 5000, &reply), MQP_OK);
+	assert_string_equal(reply.payload, "q2");
+	mqp_reply_free(&reply);
+	assert_int_equal(mqp_pool_publish(p, "rt/other", "x", 1, 1, 0, 5000), MQP_OK);
+	struct mqp_latency req, acq, conn;
+	mqp_pool_latency(p, &req, &acq, &conn);
+	assert_int_equal(req.count, 3);
+	assert_true(req.p50_ns > 0 && req.p50_ns <= req.max_ns);
+	assert_int_equal(acq.count, 0);
+	assert_true(conn.count >= 1 && conn.p50_ns > 0);
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st);
+	assert_int_equal(st.requests, 3);
+	assert_int_equal(st.replies, 3);
+	assert_int_equal(st.publishes, 1);
+	assert_true(st.size >= 1 && st.size <= 10);
+	mqp_pool_destroy(p);
+	assert_int_equal(tb_test_responder_stop(&r).replies, 3);
+}
+
+static void bad_arguments_are_refused(void **state)
+{
+	(void)state;
+	mqp_pool *p = NULL;
+	char err[256] = "";
+	assert_int_equal(mqp_pool_new("http://x", NULL, &p, err, sizeof err), MQP_EINVAL);
+	assert_non_null(strstr(err, "scheme"));
+	assert_null(p);
+	struct mqp_pool_options o = { .min_size = 5, .max_size = 2 };
+	assert_int_equal(mqp_pool_new("mqtt://127.0.0.1:1", &o, &p, err, sizeof err), MQP_EINVAL);
+	assert_non_null(strstr(err, "min_size"));
+	assert_int_equal(mqp_pool_new("mqtts://127.0.0.1:1", NULL, &p, err, sizeof err), MQP_EINVAL);
+	assert_non_null(strstr(err, "cafile"));
+	struct mqp_pool_options tls = { .cafile = "/nonexistent/ca.crt" };
+	assert_int_equal(mqp_pool_new("mqtts://127.0.0.1:1", &tls, &p, err, sizeof err), MQP_ETLS);
+	p = new_pool(tb_test_info()->mqtt_url, NULL);
+	struct mqp_reply reply;
+	assert_int_equal(mqp_pool_request(p, "a/+/b", "x", 1, 0, 100, &reply), MQP_EINVAL);
+	assert_int_equal(mqp_pool_request(p, "", "x", 1, 0, 100, &reply), MQP_EINVAL);
+	assert_int_equal(mqp_pool_request(p, "a", "x", 1, 3, 100, &reply), MQP_EINVAL);
+	assert_int_equal(mqp_pool_request(p, "a", NULL, 1, 0, 100, &reply), MQP_EINVAL);
+	assert_int_equal(mqp_pool_publish(p, "a/#", "x", 1, 0, 0, 100), MQP_EINVAL);
+	mqp_pool_destroy(p);
+	mqp_pool_destroy(NULL);
+	/* No error buffer: the TLS failure is still reported, and nothing writes into itself. */
+	assert_int_equal(mqp_pool_new("mqtts://127.0.0.1:1", &tls, &p, NULL, 0), MQP_ETLS);
+	/* The accessors take a NULL pool. */
+	struct mqp_pool_stats st = { .size = 7 };
+	mqp_pool_stats(NULL, &st);
+	assert_int_equal(st.size, 0);
+	mqp_pool_stats(NULL, NULL);
+	struct mqp_latency lat = { .count = 7 };
+	mqp_pool_latency(NULL, &lat, NULL, NULL);
+	assert_int_equal(lat.count, 0);
+	char why[64];
+	assert_string_equal(mqp_pool_last_error(NULL, why, sizeof why), "no pool (NULL)");
+	assert_string_equal(mqp_strerror(MQP_ETIMEDOUT), "timed out");
+	assert_string_equal(mqp_strerror(999), "unknown error");
+}
+
+static void timeout_when_the_device_never_answers(void **state)
+{
+	(void)state;
+	struct tb_responder r
+	    = tb_test_responder(RESPONDER_PATH, "--filter", "mute/cmd", "--drop", "1", NULL);
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	struct mqp_reply reply;
+	uint64_t t0 = mqc_now_ns();
+	assert_int_equal(mqp_pool_request(p, "mute/cmd", "x", 1, 0, 300, &reply), MQP_ETIMEDOUT);
+	uint64_t took = mqc_now_ns() - t0;
+	assert_true(took >= 300 * MQC_NS_PER_MS && took < 1300 * MQC_NS_PER_MS);
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st);
+	assert_int_equal(st.timeouts, 1);
+	assert_int_equal(st.inflight, 0);
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+}
+
+static void adversarial_device_never_crosses_replies(void **state)
+{
+	(void)state;
+	/* Duplicates, replies with wrong correlation, and late replies after the caller's timeout. */
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "adv/+/cmd",
+	    "--duplicate", "0.2", "--stray", "0.2", "--late", "0.05", "--late-delay", "400ms",
+	    "--jitter", "5ms", "--seed", "11", NULL);
+	struct mqp_pool_options o = { .max_size = 4, .max_inflight = 16 };
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
+	enum { THREADS = 8, EACH = 150 };
+	pthread_t t[THREADS];
+	struct worker w[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		w[i] = (struct worker) { .pool = p, .id = i, .requests = EACH };
+		pthread_create(&t[i], NULL, work, &w[i]);
+	}
+	int ok = 0, timeouts = 0, mismatches = 0, other = 0;
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(t[i], NULL);
+		ok += w[i].ok;
+		timeouts += w[i].timeouts;
+		mismatches += w[i].mismatches;
+		other += w[i].other;
+	}
+	nanosleep(&(struct timespec) { .tv_nsec = 500000000 }, NULL); /* let the late replies land */
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st);
+	print_message("ok %d timeouts %d other %d; stats: replies %llu late %llu strays %llu size %u\n",
+	    ok, timeouts, other, (unsigned long long)st.replies, (unsigned long long)st.late_replies,
+	    (unsigned long long)st.strays, st.size);
+	assert_int_equal(mismatches, 0);
+	assert_int_equal(other, 0);
+	assert_int_equal(ok + timeouts, THREADS * EACH);
+	assert_true(ok > THREADS * EACH * 8 / 10);
+	assert_true(timeouts > 0);        /* the late replies fired... */
+	assert_true(st.late_replies > 0); /* ...and arrived after their callers gave up */
+	assert_true(st.strays > 0);       /* wrong correlation data was dropped */
+	assert_int_equal(st.replies, (uint64_t)ok);
+	assert_true(st.size <= 4);
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+}
+
+struct victim_call {
+	mqp_pool *pool;
+	int rc;
+	struct mqp_reply reply;
+};
+
+static void *call_victim(void *arg)
+{
+	struct victim_call *v = arg;
+	v->rc = mqp_pool_request(
+	    v->pool, "devices/victim/commands/open", "honest", 6, 0, 5000, &v->reply);
+	return NULL;
+}
+
+/* A device with the narrowest ACL that can still answer (read its own commands, write the
+ * inboxes) sees one command sent to it, then tries to answer commands sent to another device
+ * before that device does: every correlation value the old scheme would have used next, the one
+ * it saw, and random ones. None may be accepted; the pool counts them all as strays or late. */
+static void a_device_cannot_forge_replies_to_other_devices(void **state)
+{
+	(void)state;
+	const struct tb_info *i = tb_test_info();
+	struct tb_responder honest = tb_test_responder(
+	    RESPONDER_PATH, "--filter", "devices/victim/commands/+", "--delay", "300ms", NULL);
+	struct tb_client_options ao
+	    = { .url = i->mqtt_url, .username = i->other_username, .password = i->other_password };
+	struct tb_client *mallory;
+	int reason;
+	char err[256];
+	assert_int_equal(tb_client_connect(&ao, &mallory, &reason, err, sizeof err), 0);
+	assert_int_equal(tb_client_subscribe(mallory, "devices/mqp-limited/commands/+", 1, 0, NULL), 1);
+
+	struct mqp_pool_options o = { .min_size = 1, .max_size = 1 };
+	mqp_pool *p = new_pool(i->mqtt_url, &o);
+	struct mqp_reply r;
+	assert_int_equal(mqp_pool_request(p, "devices/mqp-limited/commands/peek", "x", 1, 0, 300, &r),
+	    MQP_ETIMEDOUT);
+	struct tb_message *seen = tb_client_receive(mallory, 2000);
+	assert_non_null(seen);
+	char *response_topic = NULL;
+	void *corr = NULL;
+	uint16_t corr_len = 0;
+	assert_non_null(mosquitto_property_read_string(
+	    seen->props, MQTT_PROP_RESPONSE_TOPIC, &response_topic, false));
+	assert_non_null(mosquitto_property_read_binary(
+	    seen->props, MQTT_PROP_CORRELATION_DATA, &corr, &corr_len, false));
+	assert_int_equal(corr_len, 16);
+
+	struct mqp_pool_stats before, after;
+	mqp_pool_stats(p, &before);
+	int forged = 0;
+	for (int k = 0; k < 6; k++) {
+		struct victim_call v = { .pool = p };
+		pthread_t t;
+		pthread_create(&t, NULL, call_victim, &v);
+		nanosleep(&(struct timespec) { .tv_nsec = 50000000 }, NULL); /* the command is out */
+		for (int guess = 0; guess < 12; guess++) {
+			unsigned char c[16];
+			memcpy(c, corr, 16);
+			if (guess < 8) { /* the old scheme: the same nonce, the counter + 1, + 2, ... */
+				uint64_t seq = 0;
+				for (int b = 0; b < 8; b++)
+					seq |= (uint64_t)c[8 + b] << (8 * b);
+				seq += (uint64_t)(k + guess + 1);
+				for (int b = 0; b < 8; b++)
+					c[8 + b] = (unsigned char)(seq >> (8 * b));
+			} else if (guess == 8) { /* a replay of what it saw */
+			} else {                 /* random */
+				for (int b = 0; b < 16; b++)
+					c[b] = (unsigned char)rand();
+			}
+			mosquitto_property *props = NULL;
+			mosquitto_property_add_binary(&props, MQTT_PROP_CORRELATION_DATA, c, 16);
+			assert_int_equal(
+			    tb_client_publish(mallory, response_topic, "forged", 6, 1, false, props), 0);
+			mosquitto_property_free_all(&props);
+			forged++;
+		}
+		pthread_join(t, NULL);
+		assert_int_equal(v.rc, MQP_OK);
+		assert_string_equal(v.reply.payload, "honest");
+		mqp_reply_free(&v.reply);
+	}
+	/* Every forgery reached the pool and was counted, none delivered. */
+	for (int w = 0; w < 200; w++) {
+		mqp_pool_stats(p, &after);
+		if (after.strays + after.late_replies - before.strays - before.late_replies
+		    >= (uint64_t)forged)
+			break;
+		nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
+	}
+	assert_int_equal(
+	    after.strays + after.late_replies - before.strays - before.late_replies, forged);
+	assert_int_equal(
+	    after.late_replies - before.late_replies, 6); /* the replays: ours, not awaited */
+	free(response_topic);
+	free(corr);
+	tb_message_free(seen);
+	tb_client_destroy(mallory);
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&honest);
+}
+
+static void tls_with_one_shared_context(void **state)
+{
+	(void)state;
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "tls/cmd", NULL);
+	const struct tb_info *i = tb_test_info();
+	struct mqp_pool_options o = { .max_size = 3 };
+	mqp_pool *p = new_pool(i->mqtts_url, &o);
+	struct mqp_reply reply;
+	assert_int_equal(mqp_pool_request(p, "tls/cmd", "secure", 6, 0, 5000, &reply), MQP_OK);
+	assert_string_equal(reply.payload, "secure");
+	mqp_reply_free(&reply);
+	mqp_pool_destroy(p);
+	/* The wrong CA: a clear connect error, not a timeout. */
+	struct mqp_pool_options wrong = { .cafile = i->client_cert, .min_size_zero = 1 };
+	p = new_pool(i->mqtts_url, &wrong);
+	assert_int_equal(mqp_pool_request(p, "tls/cmd", "x", 1, 0, 5000, &reply), MQP_ECONNECT);
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(request_round_trip),
+		cmocka_unit_test(bad_arguments_are_refused),
+		cmocka_unit_test(two_pools_in_one_process_do_not_collide),
+		cmocka_unit_test(timeout_when_the_device_never_answers),
+		cmocka_unit_test(adversarial_device_never_crosses_replies),
+		cmocka_unit_test(a_device_cannot_forge_replies_to_other_devices),
+		cmocka_unit_test(tls_with_one_shared_context),
+	};
+	return TB_TEST_RUN(tests, NULL);
+}

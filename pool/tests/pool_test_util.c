@@ -1,0 +1,96 @@
+/*
+ * pool_test_util.c - what several of the pool's integration tests share.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <mqtt_protocol.h>
+
+#include "mqc_clock.h"
+#include "mqttpool.h"
+#include "pool_test_util.h"
+#include "tb_test_util.h"
+
+mqp_pool *new_pool(const char *url, struct mqp_pool_options *o)
+{
+	const struct tb_info *i = tb_test_info();
+	struct mqp_pool_options defaults = { 0 };
+	if (!o)
+		o = &defaults;
+	o->username = i->username;
+	o->password = i->password;
+	if (strncmp(url, "mqtts", 5) == 0 && !o->cafile)
+		o->cafile = i->ca_file;
+	mqp_pool *p = NULL;
+	char err[256];
+	int rc = mqp_pool_new(url, o, &p, err, sizeof err);
+	if (rc != MQP_OK)
+		fail_msg("mqp_pool_new: %s: %s", mqp_strerror(rc), err);
+	return p;
+}
+
+void *work(void *arg)
+{
+	struct worker *w = arg;
+	for (int k = 0; k < w->requests; k++) {
+		char nonce[64];
+		int n = snprintf(nonce, sizeof nonce, "worker-%d-request-%d-%ld", w->id, k, random());
+		struct mqp_reply reply;
+		int rc = mqp_pool_request(w->pool, "adv/dev/cmd", nonce, (size_t)n, 0, 150, &reply);
+		if (rc == MQP_OK) {
+			w->ok++;
+			if (reply.len != (size_t)n || memcmp(reply.payload, nonce, (size_t)n) != 0)
+				w->mismatches++; /* somebody else's reply: the one thing that must not happen */
+			mqp_reply_free(&reply);
+		} else if (rc == MQP_ETIMEDOUT) {
+			w->timeouts++;
+		} else {
+			w->other++;
+		}
+	}
+	return NULL;
+}
+
+struct tb_client *outside_client(void)
+{
+	return tb_test_connect(tb_test_info()->mqtt_url, 5);
+}
+
+void on_async_reply(void *userdata, int result, const struct mqp_reply *reply)
+{
+	struct async_call *c = userdata;
+	if (result == MQP_OK && reply && reply->len == strlen(c->nonce)
+	    && memcmp(reply->payload, c->nonce, reply->len) == 0)
+		atomic_store(&c->matched, 1);
+	if (c->pool) { /* a blocking call from the pool's thread must refuse, not deadlock */
+		struct mqp_reply r;
+		if (mqp_pool_request(c->pool, "async/cmd", "x", 1, 0, 100, &r) != MQP_EDEADLK)
+			atomic_store(&c->matched, -1);
+	}
+	atomic_store(&c->result, result);
+	atomic_fetch_add(&c->calls, 1);
+}
+
+void on_published(void *userdata, int result)
+{
+	struct done_call *d = userdata;
+	atomic_store(&d->result, result);
+	atomic_fetch_add(&d->calls, 1);
+}
+
+bool wait_flag(atomic_int *flag, int timeout_ms)
+{
+	uint64_t deadline = mqc_now_ns() + (uint64_t)timeout_ms * MQC_NS_PER_MS;
+	while (atomic_load(flag) == 0 && mqc_now_ns() < deadline)
+		nanosleep(&(struct timespec) { .tv_nsec = 2000000 }, NULL);
+	return atomic_load(flag) != 0;
+}

@@ -1,0 +1,48 @@
+/*
+ * pool_test_util.h - what several of the pool's integration tests share.
+ */
+#ifndef POOL_TEST_UTIL_H
+#define POOL_TEST_UTIL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "mqttpool.h"
+#include "tb_client.h"
+
+/* A pool on the test broker as the test user (the broker's CA for mqtts://); fails the test if
+ * it cannot be made. o may be NULL; its username, password and cafile are filled in. */
+mqp_pool *new_pool(const char *url, struct mqp_pool_options *o);
+
+/* A plain MQTT 5 client of the test broker, as the test user. */
+struct tb_client *outside_client(void);
+
+/* A thread sending requests to adv/dev/cmd (150 ms each) with payloads nobody else sends, and
+ * counting a reply that is not its own as a mismatch. */
+struct worker {
+	mqp_pool *pool;
+	int id, requests, ok, timeouts, mismatches, other;
+};
+void *work(void *arg);
+
+/* An async request's completion: mqp_request_cb. With pool set, the callback also checks that a
+ * blocking call from the pool's thread is refused (MQP_EDEADLK). */
+struct async_call {
+	char nonce[32];
+	atomic_int calls; /* must end at exactly 1 */
+	atomic_int result;
+	atomic_int matched;
+	mqp_pool *pool;
+};
+void on_async_reply(void *userdata, int result, const struct mqp_reply *reply);
+
+/* An async publish's completion: mqp_done_cb. */
+struct done_call {
+	atomic_int calls, result;
+};
+void on_published(void *userdata, int result);
+
+/* Whether *flag became nonzero within timeout_ms. */
+bool wait_flag(atomic_int *flag, int timeout_ms);
+
+#endif
