@@ -47,7 +47,9 @@ static void destroy_completes_waiting_callers(void **state)
 		w[i] = (struct waiter) { .pool = p, .rc = -1 };
 		pthread_create(&t[i], NULL, wait_forever, &w[i]);
 	}
-	nanosleep(&(struct timespec) { .tv_nsec = 300000000 }, NULL);
+	struct mqp_pool_stats st; /* every request sent, every caller waiting for its reply */
+	WAIT_FOR_STATS(p, st, st.inflight == N, 5000);
+	assert_int_equal(st.inflight, N);
 	uint64_t t0 = mqc_now_ns();
 	mqp_pool_destroy(p);
 	for (int i = 0; i < N; i++) {
@@ -72,7 +74,11 @@ static void idle_connections_above_min_close(void **state)
 	struct mqp_pool_stats st;
 	mqp_pool_stats(p, &st);
 	assert_int_equal(st.size, 3);
-	nanosleep(&(struct timespec) { .tv_nsec = 900000000 }, NULL);
+	uint64_t released = mqc_now_ns();
+	WAIT_FOR_STATS(p, st, st.closes_idle == 2, 5000);
+	assert_int_equal(st.closes_idle, 2);
+	assert_true(mqc_now_ns() - released >= 300 * MQC_NS_PER_MS);  /* not before idle_timeout */
+	nanosleep(&(struct timespec) { .tv_nsec = 300000000 }, NULL); /* three more evictions */
 	mqp_pool_stats(p, &st);
 	assert_int_equal(st.size, 1); /* back to min_size, never below */
 	assert_int_equal(st.closes_idle, 2);
@@ -119,7 +125,9 @@ static void drain_returns_only_after_the_last_callback_has(void **state)
 	assert_int_equal(
 	    mqp_pool_request_async(p, "drain/cmd", "x", 1, 0, 3000, on_slow_reply, &returned, NULL),
 	    MQP_OK);
-	nanosleep(&(struct timespec) { .tv_nsec = 100000000 }, NULL); /* the reply is in */
+	struct mqp_pool_stats st; /* the reply is in: its callback has started (and sleeps) */
+	WAIT_FOR_STATS(p, st, st.replies == 1, 5000);
+	assert_int_equal(st.replies, 1);
 	uint64_t t0 = mqc_now_ns();
 	assert_int_equal(mqp_pool_drain(p, 5000), MQP_OK);
 	assert_int_equal(atomic_load(&returned), 1);

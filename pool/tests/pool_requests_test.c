@@ -162,9 +162,8 @@ static void adversarial_device_never_crosses_replies(void **state)
 		mismatches += w[i].mismatches;
 		other += w[i].other;
 	}
-	nanosleep(&(struct timespec) { .tv_nsec = 500000000 }, NULL); /* let the late replies land */
-	struct mqp_pool_stats st;
-	mqp_pool_stats(p, &st);
+	struct mqp_pool_stats st; /* the late replies land after their callers gave up */
+	WAIT_FOR_STATS(p, st, st.late_replies > 0 && st.strays > 0, 5000);
 	print_message("ok %d timeouts %d other %d; stats: replies %llu late %llu strays %llu size %u\n",
 	    ok, timeouts, other, (unsigned long long)st.replies, (unsigned long long)st.late_replies,
 	    (unsigned long long)st.strays, st.size);

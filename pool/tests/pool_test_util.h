@@ -6,6 +6,10 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "mqc_clock.h"
 
 #include "mqttpool.h"
 #include "tb_client.h"
@@ -41,6 +45,18 @@ struct done_call {
 	atomic_int calls, result;
 };
 void on_published(void *userdata, int result);
+
+/* Read p's statistics into st every 5 ms until cond (an expression of st) holds or timeout_ms
+ * passed; the caller then asserts cond. A test waits for the event it needs, not a fixed time. */
+#define WAIT_FOR_STATS(p, st, cond, timeout_ms)                                \
+	do {                                                                       \
+		uint64_t until_ = mqc_now_ns() + (uint64_t)(timeout_ms)*MQC_NS_PER_MS; \
+		mqp_pool_stats((p), &(st));                                            \
+		while (!(cond) && mqc_now_ns() < until_) {                             \
+			nanosleep(&(struct timespec) { .tv_nsec = 5000000 }, NULL);        \
+			mqp_pool_stats((p), &(st));                                        \
+		}                                                                      \
+	} while (0)
 
 /* Whether *flag became nonzero within timeout_ms. */
 bool wait_flag(atomic_int *flag, int timeout_ms);
