@@ -73,7 +73,10 @@ struct bench_counts {
 	uint64_t expected;  /* sum over sent messages of matching subscribers */
 	uint64_t delivered; /* unique (subscriber, publisher, seq) */
 	uint64_t duplicates, out_of_order, foreign;
-	uint64_t loss;      /* expected - delivered */
+	uint64_t loss; /* expected - delivered */
+	/* loss, split: at subscribers whose connection was lost (nothing more can reach them), and
+	 * at live subscribers when the drain ended (late, or never coming) */
+	uint64_t lost_with_subscriber, not_received;
 	uint64_t shortfall; /* scheduled - sent */
 	bool generator_saturated;
 };

@@ -30,8 +30,10 @@ static void usage_main(FILE *out)
 	    "  request      command/reply through a device: naive, pool and dedicated connections\n"
 	    "  merge        combine --json results: mqbench merge a.json b.json ...\n"
 	    "  report       an HTML page of --json results: mqbench report a.json ... > r.html\n\n"
-	    "Exit status: 0 success; 1 the run failed (unreachable broker, refused CONNECT, nothing\n"
-	    "delivered, loss above --max-loss); 2 bad options.\n");
+	    "Exit status: 0 success; 1 the run failed (unreachable broker, refused CONNECT, a lost\n"
+	    "connection, nothing delivered, loss above --max-loss); 2 bad options; 3 loss above\n"
+	    "--max-loss that is all 'not received by the end of the drain' (late or never coming:\n"
+	    "no connection was lost).\n");
 }
 
 static void usage(enum bench_scenario sc)
@@ -53,7 +55,9 @@ static void usage(enum bench_scenario sc)
 	    "                        report what the broker saw; n/a when it cannot be read\n"
 	    "  --broker-pid PID      sample the broker's CPU and memory from /proc\n"
 	    "  --max-loss PCT        exit 1 when loss exceeds PCT percent (default: report only)\n"
-	    "  --drain D             longest wait for late deliveries after the last send (10s)\n");
+	    "  --drain D             after the last send, wait until every expected message has\n"
+	    "                        arrived, at most D (10s); what is missing then is reported as\n"
+	    "                        'not received by the end of the drain'\n");
 	if (sc == SC_REQUEST)
 		printf(
 		    "\nrequest options:\n"

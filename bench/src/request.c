@@ -396,6 +396,17 @@ int bench_run_request(const struct bench_opts *o)
 	for (int m = 0; m < 3; m++) {
 		if (r[m].ran)
 			bench_warn_delayed_ack(mode_names[m], &r[m].lat);
+		uint64_t p99 = mqc_hist_percentile(&r[m].lat, 99);
+		if (r[m].ran && o->rate <= 0 && p99 > 0 && r[m].lat.max > 100 * p99) {
+			/* Closed loop: a stall holds every worker, so it is one slow sample per worker,
+			 * not the thousands of late requests an open-loop schedule would count. */
+			char a[24], b[24];
+			fprintf(stderr,
+			    "mqbench: %s: closed loop: max %s is over 100x p99 %s: a stall held every "
+			    "worker and the percentiles hide it; --rate gives open-loop latency\n",
+			    mode_names[m], bench_fmt_ns(r[m].lat.max, a, sizeof a),
+			    bench_fmt_ns(p99, b, sizeof b));
+		}
 		if (r[m].ran && r[m].done == 0) {
 			fprintf(stderr, "mqbench: %s: no request got its reply (is a device answering %s?)\n",
 			    mode_names[m], o->pub_topic);

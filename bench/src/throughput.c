@@ -32,6 +32,7 @@ struct conn {
 	bool publisher, connected, ready, out, lost;
 	int connack;
 	uint64_t completed;
+	uint64_t sent; /* publishers: messages handed to libmosquitto */
 };
 
 struct second {
@@ -50,11 +51,12 @@ struct bench {
 	struct bench_stream *streams; /* [sub * npubs + pub] */
 	struct mqc_hist lat, actual, lag, to_broker, from_broker;
 	struct bench_counts n;
-	uint64_t backlog_limit, last_delivery;
+	uint64_t backlog_limit;
 	uint64_t completed; /* written (QoS 0) or acknowledged (QoS 1/2), over all publishers */
 	unsigned char *payload;
 	char topic_base[128];
 	char failure[256];
+	bool stop; /* the schedule ends: every failure but a lost subscriber */
 	struct second *seconds;
 	size_t nseconds;
 };
@@ -67,14 +69,34 @@ static void on_signal(int sig)
 	interrupted = 1;
 }
 
+static void vfail(struct bench *b, const char *fmt, va_list ap)
+{
+	if (!b->failure[0]) /* the first failure is the reason */
+		vsnprintf(b->failure, sizeof b->failure, fmt, ap);
+}
+
+/* The run has failed and its schedule ends. */
 __attribute__((format(printf, 2, 3))) static void fail(struct bench *b, const char *fmt, ...)
 {
-	if (b->failure[0])
-		return; /* the first failure is the reason */
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(b->failure, sizeof b->failure, fmt, ap);
+	vfail(b, fmt, ap);
 	va_end(ap);
+	b->stop = true;
+}
+
+/* Connection c is gone. A publisher's end stops the schedule; a subscriber's does not: the
+ * others keep receiving the load asked for, and what c misses counts as lost with it. */
+__attribute__((format(printf, 3, 4))) static void conn_lost(
+    struct bench *b, struct conn *c, const char *fmt, ...)
+{
+	c->lost = true;
+	va_list ap;
+	va_start(ap, fmt);
+	vfail(b, fmt, ap);
+	va_end(ap);
+	if (c->publisher || !c->ready)
+		b->stop = true;
 }
 
 static uint64_t to_wall(const struct bench *b, uint64_t mono)
@@ -88,6 +110,12 @@ static void topic_for(const struct bench *b, unsigned index, char *out, size_t l
 		snprintf(out, len, "%s", b->o->pub_topic);
 	else
 		snprintf(out, len, "%s/t/%u", b->topic_base, index % b->o->topics);
+}
+
+/* Whether subscriber sub receives what publisher pub sends (topic_for, the SUBSCRIBE). */
+static bool sub_gets(const struct bench *b, unsigned sub, unsigned pub)
+{
+	return b->o->sub_filter || sub % b->o->topics == pub % b->o->topics;
 }
 
 static unsigned matching_subscribers(const struct bench *b, unsigned pub)
@@ -159,9 +187,10 @@ static void on_disconnect(struct mosquitto *m, void *obj, int rc, const mosquitt
 	(void)props;
 	struct conn *c = obj;
 	c->connected = false;
-	c->lost = true;
 	if (rc != 0)
-		fail(c->b, "lost a connection to the broker: %s", mosquitto_strerror(rc));
+		conn_lost(c->b, c, "lost a connection to the broker: %s", mosquitto_strerror(rc));
+	else
+		c->lost = true; /* our own DISCONNECT, at the end */
 }
 
 static uint64_t broker_rx_ns(const mosquitto_property *props)
@@ -196,7 +225,6 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 	struct bench_stream *s = &b->streams[(size_t)c->index * b->npubs + h.pub_id];
 	if (!bench_stream_record(s, h.seq))
 		return;
-	b->last_delivery = now;
 	uint64_t recv_wall = to_wall(b, now);
 	mqc_hist_record(&b->lat, recv_wall > h.intended_ns ? recv_wall - h.intended_ns : 0);
 	uint64_t sent_wall = h.intended_ns;
@@ -293,8 +321,8 @@ static void handle_io(struct bench *b, struct epoll_event *ev)
 	if (ev->events & (EPOLLIN | EPOLLERR | EPOLLHUP))
 		mosquitto_loop_read(c->m, 1);
 	if (mosquitto_socket(c->m) != c->fd) { /* closed by libmosquitto */
-		c->lost = true;
-		fail(b, "the broker closed a connection%s", "");
+		if (!c->lost)
+			conn_lost(b, c, "the broker closed a connection%s", "");
 		return;
 	}
 	flush(b, c);
@@ -351,6 +379,7 @@ static void emit(struct bench *b, uint64_t now)
 			return;
 		}
 		b->n.sent++;
+		c->sent++;
 		b->n.expected += matching_subscribers(b, pub);
 	}
 	for (unsigned i = 0; i < b->npubs; i++)
@@ -363,6 +392,40 @@ static uint64_t delivered(const struct bench *b)
 	for (size_t i = 0; i < (size_t)b->npubs * b->nsubs; i++)
 		d += b->streams[i].unique;
 	return d;
+}
+
+/* What subscriber sub should have received by now and has not. */
+static uint64_t missing_at(const struct bench *b, unsigned sub)
+{
+	uint64_t missing = 0;
+	for (unsigned pub = 0; pub < b->npubs; pub++) {
+		if (!sub_gets(b, sub, pub))
+			continue;
+		uint64_t got = b->streams[(size_t)sub * b->npubs + pub].unique;
+		uint64_t sent = b->conns[pub].sent;
+		missing += sent > got ? sent - got : 0;
+	}
+	return missing;
+}
+
+/* Missing at subscribers whose connection is gone (lost: nothing more can reach them), or at
+ * the healthy ones (still on their way, or never coming). */
+static void missing(const struct bench *b, uint64_t *with_lost_subscribers, uint64_t *healthy)
+{
+	*with_lost_subscribers = *healthy = 0;
+	for (unsigned s = 0; s < b->nsubs; s++)
+		*(b->conns[b->npubs + s].lost ? with_lost_subscribers : healthy) += missing_at(b, s);
+}
+
+/* Every publish of a live publisher acknowledged (QoS 1/2; QoS 0 has nothing to wait for). */
+static bool acks_done(const struct bench *b)
+{
+	if (b->o->qos == 0)
+		return true;
+	for (unsigned i = 0; i < b->npubs; i++)
+		if (!b->conns[i].lost && b->conns[i].completed < b->conns[i].sent)
+			return false;
+	return true;
 }
 
 static void progress(struct bench *b, uint64_t now, uint64_t *last_sent, uint64_t *last_deliv)
@@ -425,13 +488,15 @@ static void report(struct bench *b, const struct probe_sample *p0, const struct 
 		fprintf(out,
 		    "\"counts\":{\"scheduled\":%llu,\"sent\":%llu,\"acked\":%llu,\"expected\":%llu,"
 		    "\"delivered\":%llu,\"duplicates\":%llu,\"out_of_order\":%llu,\"loss\":%llu,"
-		    "\"shortfall\":%llu,\"foreign\":%llu,\"generator_saturated\":%s},",
+		    "\"shortfall\":%llu,\"foreign\":%llu,\"generator_saturated\":%s,"
+		    "\"lost_with_subscriber\":%llu,\"not_received\":%llu,\"drain_ns\":%llu},",
 		    (unsigned long long)n->scheduled, (unsigned long long)n->sent,
 		    (unsigned long long)n->acked, (unsigned long long)n->expected,
 		    (unsigned long long)n->delivered, (unsigned long long)n->duplicates,
 		    (unsigned long long)n->out_of_order, (unsigned long long)n->loss,
 		    (unsigned long long)n->shortfall, (unsigned long long)n->foreign,
-		    n->generator_saturated ? "true" : "false");
+		    n->generator_saturated ? "true" : "false", (unsigned long long)n->lost_with_subscriber,
+		    (unsigned long long)n->not_received, (unsigned long long)o->drain_ns);
 		fprintf(out, "\"elapsed_ns\":%llu,\"latency\":{", (unsigned long long)elapsed);
 		bench_json_hist(out, "intended", &b->lat);
 		fputc(',', out);
@@ -467,6 +532,13 @@ static void report(struct bench *b, const struct probe_sample *p0, const struct 
 	printf("sent %llu (%.0f/s)   delivered %llu of %llu expected   loss %.2f%%\n",
 	    (unsigned long long)n->sent, (double)n->sent / secs, (unsigned long long)n->delivered,
 	    (unsigned long long)n->expected, loss_pct);
+	if (n->loss) {
+		char drain[24];
+		printf("   of which lost with a subscriber's connection %llu, not received by the end of "
+		       "the drain (%s) %llu\n",
+		    (unsigned long long)n->lost_with_subscriber,
+		    bench_fmt_ns(o->drain_ns, drain, sizeof drain), (unsigned long long)n->not_received);
+	}
 	bench_print_latency(stdout, "latency", &b->lat);
 	printf(
 	    "scheduled %llu   shortfall %llu   duplicates %llu   out of order %llu   foreign %llu%s\n",
@@ -584,10 +656,9 @@ int bench_run_throughput(const struct bench_opts *o)
 	    &b.sched, b.mono0 + 10 * MQC_NS_PER_MS, total_rate, o->duration_ns, b.npubs);
 	b.n.scheduled = b.sched.total_slots;
 	uint64_t next_tick = b.sched.t0_ns + MQC_NS_PER_S, last_sent = 0, last_deliv = 0;
-	b.last_delivery = mqc_now_ns();
 
 	/* The schedule. */
-	while (!b.failure[0] && !interrupted && !b.n.generator_saturated
+	while (!b.stop && !interrupted && !b.n.generator_saturated
 	    && bench_schedule_next_time(&b.sched) != UINT64_MAX) {
 		uint64_t now = mqc_now_ns();
 		emit(&b, now);
@@ -599,14 +670,17 @@ int bench_run_throughput(const struct bench_opts *o)
 		pump(&b, wake < next_tick ? wake : next_tick);
 	}
 	uint64_t end_of_schedule = mqc_now_ns();
-	/* Drain: acknowledgements, then deliveries until they stop coming. */
+	/*
+	 * Drain, at every QoS and after a failure too: until every live publisher's messages are
+	 * acknowledged and every live subscriber has everything it should get, or --drain has
+	 * passed. Nothing else ends it early: a broker that stalls at the end of a QoS 0 run gives
+	 * no sign of life, and its late deliveries are latency, not loss.
+	 */
 	uint64_t drain_end = end_of_schedule + o->drain_ns;
-	while (!b.failure[0] && !interrupted) {
-		uint64_t now = mqc_now_ns();
-		bool acks_done = o->qos == 0 || acked(&b) >= b.n.sent;
-		bool all_in = delivered(&b) >= b.n.expected;
-		bool quiet = now - b.last_delivery > MQC_NS_PER_S && now - end_of_schedule > MQC_NS_PER_S;
-		if ((acks_done && (all_in || quiet)) || now > drain_end)
+	while (!interrupted) {
+		uint64_t now = mqc_now_ns(), gone, waiting;
+		missing(&b, &gone, &waiting);
+		if ((acks_done(&b) && waiting == 0) || now > drain_end)
 			break;
 		if (now >= next_tick) {
 			progress(&b, now, &last_sent, &last_deliv);
@@ -614,6 +688,9 @@ int bench_run_throughput(const struct bench_opts *o)
 		}
 		pump(&b, now + 50 * MQC_NS_PER_MS);
 	}
+	/* Before our own DISCONNECTs mark every connection gone. */
+	missing(&b, &b.n.lost_with_subscriber, &b.n.not_received);
+	b.n.delivered = delivered(&b);
 	uint64_t elapsed = end_of_schedule - b.sched.t0_ns;
 	double self_cpu = self_cpu_seconds() - self0;
 	double broker1 = broker_cpu_seconds(o);
@@ -622,11 +699,15 @@ int bench_run_throughput(const struct bench_opts *o)
 		mosquitto_disconnect(b.conns[i].m);
 		mosquitto_loop_write(b.conns[i].m, 1);
 	}
-	nanosleep(&(struct timespec) { .tv_nsec = 100000000 }, NULL); /* let the probe see them go */
-	bench_probe_read(o->metrics_url, &p1);
+	/* The probe's read-out after the broker has seen every connection go (at most 3 s). */
+	uint64_t probe_deadline = mqc_now_ns() + 3 * MQC_NS_PER_S;
+	do {
+		nanosleep(&(struct timespec) { .tv_nsec = 50000000 }, NULL);
+		bench_probe_read(o->metrics_url, &p1);
+	} while (p0.ok && p1.ok && p1.disconnects - p0.disconnects < b.npubs + b.nsubs
+	    && mqc_now_ns() < probe_deadline);
 
 	b.n.acked = o->qos ? acked(&b) : 0;
-	b.n.delivered = delivered(&b);
 	for (size_t i = 0; i < (size_t)b.npubs * b.nsubs; i++) {
 		b.n.duplicates += b.streams[i].duplicates;
 		b.n.out_of_order += b.streams[i].out_of_order;
@@ -649,7 +730,15 @@ int bench_run_throughput(const struct bench_opts *o)
 		    "mqbench: nothing was delivered (%llu expected): check the ACL, the "
 		    "topics and --sub-filter\n",
 		    (unsigned long long)b.n.expected);
-	else if (loss_pct > o->max_loss_pct)
+	else if (loss_pct > o->max_loss_pct && b.n.lost_with_subscriber == 0) {
+		char drain[24];
+		fprintf(stderr,
+		    "mqbench: loss %.2f%% is above --max-loss %.2f%%: %llu messages not received by the "
+		    "end of the drain (%s; the broker may still hold them: a longer --drain tells)\n",
+		    loss_pct, o->max_loss_pct, (unsigned long long)b.n.not_received,
+		    bench_fmt_ns(o->drain_ns, drain, sizeof drain));
+		rc = 3;
+	} else if (loss_pct > o->max_loss_pct)
 		fprintf(
 		    stderr, "mqbench: loss %.2f%% is above --max-loss %.2f%%\n", loss_pct, o->max_loss_pct);
 	else if (!interrupted)

@@ -167,6 +167,76 @@ else
   fail "overload guard: rc $rc shortfall $shortfall $(cat "$tmp/sat.err" | tail -2)"
 fi
 
+# after_first_second FILE: wait (at most 10 s) until a run's first progress line, 1 s into its schedule
+after_first_second() { for _ in $(seq 100); do grep -q 'sent' "$1" 2>/dev/null && return; sleep 0.1; done; }
+
+# --- the end of a run: a stall at the end of a QoS 0 run is latency, not loss ------------------
+# QoS 0 has no acknowledgement to wait for: the drain must wait for the deliveries themselves.
+"$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --rate 1000 --duration 2s --qos 0 \
+  --subscribers 2 --metrics-url "$METRICS_URL" --json >"$tmp/end.json" 2>"$tmp/end.err" &
+bench=$!
+after_first_second "$tmp/end.err"
+sleep 0.7
+kill -STOP "$BROKER_PID"
+sleep 1.5
+kill -CONT "$BROKER_PID"
+wait $bench
+rc=$?
+max=$(hist "$tmp/end.json" intended max)
+probe_in=$(grep -o '"probe":{[^}]*"messages_in":[0-9]*' "$tmp/end.json" | grep -o '[0-9]*$')
+probe_gone=$(grep -o '"probe":{[^}]*"disconnects":[0-9]*' "$tmp/end.json" | grep -o '[0-9]*$')
+if [ $rc = 0 ] && [ "$(json "$tmp/end.json" loss)" = 0 ] && [ "$(json "$tmp/end.json" delivered)" = 4000 ] &&
+   [ "${max:-0}" -ge 1000000000 ] && [ "$probe_in" = 2000 ] && [ "$probe_gone" = 3 ]; then
+  pass "a 1.5 s stall at the end of a QoS 0 run: all 4000 delivered, max $((max / 1000000)) ms, the probe saw 2000 in and 3 disconnects"
+else
+  fail "end-of-run stall: rc $rc loss $(json "$tmp/end.json" loss) delivered $(json "$tmp/end.json" delivered) max $max probe in $probe_in disconnects $probe_gone"
+fi
+
+# --- a subscriber's connection lost mid-run: the others still drain ------------------------------
+# Another client takes one subscriber's session over (same client id, from the broker's log).
+"$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --rate 500 --duration 3s --qos 1 \
+  --subscribers 3 --prefix mqbtakeover --json >"$tmp/lost.json" 2>"$tmp/lost.err" &
+bench=$!
+victim=""
+for _ in $(seq 50); do
+  victim=$(grep -o 'as mqbtakeover-sub-[A-Za-z0-9]*-1 ' "$BROKER_LOG" | tail -n 1 | cut -d' ' -f2)
+  [ -n "$victim" ] && break
+  sleep 0.1
+done
+sleep 1
+hostport=${MQTT_URL#mqtt://}
+timeout 5 mosquitto_sub -h "${hostport%:*}" -p "${hostport##*:}" -u "$MQTT_USERNAME" -P "$MQTT_PASSWORD" \
+  -i "$victim" -t mqbtakeover-nothing -C 1 -W 1 >/dev/null 2>&1
+wait $bench
+rc=$?
+gone=$(json "$tmp/lost.json" lost_with_subscriber); late=$(json "$tmp/lost.json" not_received)
+if [ -n "$victim" ] && [ $rc = 1 ] && grep -q "lost a connection" "$tmp/lost.err" &&
+   [ "${gone:-0}" -gt 0 ] && [ "$late" = 0 ] &&
+   [ "$(json "$tmp/lost.json" loss)" = "$gone" ]; then
+  pass "a subscriber taken over: exit 1, $gone lost with its connection, 0 missing at the healthy ones"
+else
+  fail "lost subscriber: victim '$victim' rc $rc lost_with_subscriber $gone not_received $late loss $(json "$tmp/lost.json" loss): $(tail -n 2 "$tmp/lost.err")"
+fi
+
+# --- exit 3: missing at the end of the drain, no connection lost --------------------------------
+"$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --rate 1000 --duration 2s --qos 0 \
+  --drain 300ms --max-loss 1 --json >"$tmp/short.json" 2>"$tmp/short.err" &
+bench=$!
+after_first_second "$tmp/short.err"
+sleep 0.8
+kill -STOP "$BROKER_PID"
+sleep 1.5
+kill -CONT "$BROKER_PID"
+wait $bench
+rc=$?
+late=$(json "$tmp/short.json" not_received)
+if [ $rc = 3 ] && grep -q "not received by the end of the drain" "$tmp/short.err" && [ "${late:-0}" -gt 0 ] &&
+   [ "$(json "$tmp/short.json" lost_with_subscriber)" = 0 ]; then
+  pass "a drain too short for a stall: exit 3, $late not received by the end of the drain"
+else
+  fail "short drain: rc $rc not_received $late: $(tail -n 1 "$tmp/short.err")"
+fi
+
 # --- accuracy: through a device that answers after exactly 20 ms ------------------------------
 "$RESPONDER" --broker "$MQTT_URL" "${auth[@]}" --filter mqbench-acc/cmd --delay 20ms >"$tmp/resp" 2>&1 &
 responder_pid=$!
@@ -202,6 +272,26 @@ if [ $modes_ok = 3 ] && [ "${pool_connects:-99}" -le 3 ] && [ "$naive_connects" 
   pass "request: 3 modes answered; the pool used $pool_connects connections, naive $naive_connects"
 else
   fail "request: $(head -c 600 "$tmp/req.json")"
+fi
+# A 1 s broker stall: closed loop hides it in the percentiles (and says so), open loop shows it.
+for load in closed open; do
+  rate=(); [ $load = open ] && rate=(--rate 1000)
+  "$MQB" request --broker "$MQTT_URL" "${auth[@]}" --mode pool --concurrency 4 --duration 3s \
+    "${rate[@]}" --json >"$tmp/stall-$load.json" 2>"$tmp/stall-$load.err" &
+  bench=$!
+  sleep 1.2
+  kill -STOP "$BROKER_PID"
+  sleep 1
+  kill -CONT "$BROKER_PID"
+  wait $bench || fail "$load-loop stall run: $(cat "$tmp/stall-$load.err")"
+done
+p99_closed=$(hist "$tmp/stall-closed.json" latency p99)
+p99_open=$(hist "$tmp/stall-open.json" latency p99)
+if grep -q "closed loop: max .* is over 100x p99" "$tmp/stall-closed.err" &&
+   ! grep -q "closed loop" "$tmp/stall-open.err" && [ "${p99_open:-0}" -ge 100000000 ]; then
+  pass "a 1 s stall: closed loop warns (p99 $((p99_closed / 1000)) us hides it), open loop p99 $((p99_open / 1000000)) ms shows it"
+else
+  fail "stall in request runs: closed p99 $p99_closed open p99 $p99_open; $(cat "$tmp/stall-closed.err" "$tmp/stall-open.err" | tail -n 4)"
 fi
 # --metrics-url by host name (libcurl): the broker columns filled, numbers not dashes.
 metrics_port=${METRICS_URL#http://127.0.0.1:}
