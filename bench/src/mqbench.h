@@ -72,7 +72,9 @@ void bench_warn_delayed_ack(const char *what, const struct mqc_hist *h);
 struct probe_sample {
 	bool ok;
 	bool has_connects; /* the probe counts connects only with its observe_auth */
-	double connects, disconnects, messages_in, deliveries, fanout_sum, fanout_count;
+	double connects, disconnects, messages_in;
+	/* ACL READ checks while routing (observe_auth): an upper bound on deliveries, not them */
+	double routing_checks, routing_sum, routing_count;
 	double cpu_seconds, resident_bytes;
 };
 

@@ -130,9 +130,9 @@ void bench_probe_read(const char *metrics_url, struct probe_sample *s)
 	s->ok = found;
 	s->connects = bench_prom_sum(b.data, "mosquitto_connects_total", &s->has_connects);
 	s->disconnects = bench_prom_sum(b.data, "mosquitto_disconnects_total", &found);
-	s->deliveries = bench_prom_sum(b.data, "mosquitto_deliveries_total", &found);
-	s->fanout_sum = bench_prom_sum(b.data, "mosquitto_message_fanout_sum", &found);
-	s->fanout_count = bench_prom_sum(b.data, "mosquitto_message_fanout_count", &found);
+	s->routing_checks = bench_prom_sum(b.data, "mosquitto_routing_checks_total", &found);
+	s->routing_sum = bench_prom_sum(b.data, "mosquitto_message_routing_checks_sum", &found);
+	s->routing_count = bench_prom_sum(b.data, "mosquitto_message_routing_checks_count", &found);
 	s->cpu_seconds = bench_prom_sum(b.data, "process_cpu_seconds_total", &found);
 	s->resident_bytes = bench_prom_sum(b.data, "process_resident_memory_bytes", &found);
 	free(b.data);

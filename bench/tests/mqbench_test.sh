@@ -56,7 +56,7 @@ expect_counts() { # label file sent expected
 expect_counts "throughput 3x200/s -> 4 subs, QoS 1" "$tmp/t1.json" 1200 4800
 probe_connects=$(grep -o '"probe":{"connects":[0-9]*' "$tmp/t1.json" | grep -o '[0-9]*$')
 [ "$probe_connects" = 7 ] && pass "the probe saw 7 connects" || fail "probe connects '$probe_connects', want 7"
-grep -q '"deliveries":4800' "$tmp/t1.json" && pass "the probe counted 4800 deliveries" \
+grep -q '"routing_checks":4800' "$tmp/t1.json" && pass "the probe counted 4800 routing checks" \
   || fail "probe deliveries: $(grep -o '"probe":{[^}]*' "$tmp/t1.json")"
 [ "$(hist "$tmp/t1.json" broker_to_subscriber p50)" -gt 0 ] 2>/dev/null \
   && pass "latency split from broker-rx-ns" || fail "no broker->subscriber samples"

@@ -1,5 +1,6 @@
 /*
- * fanout.c - deliveries per message, from the READ checks mosquitto makes while routing.
+ * fanout.c - routing checks per message: the READ checks mosquitto makes while routing (an
+ * upper bound on deliveries: they come before the ACL decision and before a full queue drops).
  *
  * Mosquitto 2.0 has no per-delivery event; with observe_auth the probe sees one ACL READ check
  * per matching subscriber, carrying the stored message's payload pointer, the same pointer the
@@ -59,13 +60,13 @@ void probe_fanout__read(struct probe_fanout *f, struct probe_metrics *m, const v
 		return; /* empty payloads cannot be told apart */
 	if (f->current_open && payload == f->current) {
 		f->current_count++;
-		probe_add(&m->deliveries, 1);
+		probe_add(&m->routing_checks, 1);
 		return;
 	}
 	for (int i = 0; i < PROBE_QOS2_SLOTS; i++) {
 		if (f->qos2[i].payload == payload) {
 			f->qos2[i].count++;
-			probe_add(&m->deliveries, 1);
+			probe_add(&m->routing_checks, 1);
 			return;
 		}
 	}

@@ -26,12 +26,11 @@ void probe_metrics__observe_size(struct probe_metrics *m, uint64_t bytes)
 	probe_add(&m->size_buckets[bucket_of(probe_size_bounds, PROBE_SIZE_BUCKETS - 1, bytes)], 1);
 }
 
-void probe_metrics__observe_fanout(struct probe_metrics *m, uint64_t deliveries)
+void probe_metrics__observe_fanout(struct probe_metrics *m, uint64_t checks)
 {
 	probe_add(
-	    &m->fanout_buckets[bucket_of(probe_fanout_bounds, PROBE_FANOUT_BUCKETS - 1, deliveries)],
-	    1);
-	probe_add(&m->fanout_sum, deliveries);
+	    &m->fanout_buckets[bucket_of(probe_fanout_bounds, PROBE_FANOUT_BUCKETS - 1, checks)], 1);
+	probe_add(&m->fanout_sum, checks);
 }
 
 void probe_buf__printf(struct probe_buf *b, const char *fmt, ...)
@@ -148,13 +147,18 @@ void probe_metrics__render_prometheus(const struct probe_metrics *m, const struc
 		    "Connections that reached authentication and have not closed (observe_auth).");
 		probe_buf__printf(
 		    b, "mosquitto_connected_clients %llu\n", (unsigned long long)probe_get(&m->connected));
-		counter(b, "mosquitto_deliveries_total",
-		    "Deliveries of accepted client messages to subscribers (observe_auth: READ "
-		    "checks).",
-		    probe_get(&m->deliveries));
-		histogram(b, "mosquitto_message_fanout",
-		    "Deliveries per accepted client message (observe_auth).", m->fanout_buckets,
-		    probe_fanout_bounds, PROBE_FANOUT_BUCKETS, probe_get(&m->fanout_sum));
+		/* Not deliveries: mosquitto 2.0 makes the READ check before the ACL decision and
+		 * before a full queue drops the message, and has no per-delivery event. */
+		counter(b, "mosquitto_routing_checks_total",
+		    "ACL READ checks made while routing accepted client messages, one per matching "
+		    "subscription (observe_auth): an upper bound on deliveries, equal to them only "
+		    "when no ACL denies a read and no queue is full.",
+		    probe_get(&m->routing_checks));
+		histogram(b, "mosquitto_message_routing_checks",
+		    "ACL READ checks per accepted client message: its fan-out before ACL denials and "
+		    "full queues (observe_auth).",
+		    m->fanout_buckets, probe_fanout_bounds, PROBE_FANOUT_BUCKETS,
+		    probe_get(&m->fanout_sum));
 	}
 
 	if (p && p->valid) {
@@ -210,13 +214,14 @@ void probe_metrics__render_json(const struct probe_metrics *m, const struct prob
 	    (unsigned long long)probe_get(&m->disconnects_anonymous),
 	    (unsigned long long)probe_get(&m->stamp_failures));
 	if (observe_auth) {
-		probe_buf__printf(b, ",\"connects\":%llu,\"connected\":%llu,\"deliveries\":%llu,",
+		probe_buf__printf(b, ",\"connects\":%llu,\"connected\":%llu,\"routing_checks\":%llu,",
 		    (unsigned long long)probe_get(&m->connects),
 		    (unsigned long long)probe_get(&m->connected),
-		    (unsigned long long)probe_get(&m->deliveries));
-		json_buckets(
-		    b, "fanout_buckets", m->fanout_buckets, probe_fanout_bounds, PROBE_FANOUT_BUCKETS);
-		probe_buf__printf(b, ",\"fanout_sum\":%llu", (unsigned long long)probe_get(&m->fanout_sum));
+		    (unsigned long long)probe_get(&m->routing_checks));
+		json_buckets(b, "routing_checks_buckets", m->fanout_buckets, probe_fanout_bounds,
+		    PROBE_FANOUT_BUCKETS);
+		probe_buf__printf(
+		    b, ",\"routing_checks_sum\":%llu", (unsigned long long)probe_get(&m->fanout_sum));
 	}
 	if (p && p->valid)
 		probe_buf__printf(b,

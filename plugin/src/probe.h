@@ -42,8 +42,10 @@ int probe_options__parse(
 
 /* --- metrics ---------------------------------------------------------------------------- */
 
-#define PROBE_SIZE_BUCKETS   10 /* payload bytes: 16 64 256 1Ki 4Ki 16Ki 64Ki 256Ki 1Mi +Inf */
-#define PROBE_FANOUT_BUCKETS 11 /* deliveries per message: 0 1 2 5 10 20 50 100 1000 10000 +Inf */
+#define PROBE_SIZE_BUCKETS 10 /* payload bytes: 16 64 256 1Ki 4Ki 16Ki 64Ki 256Ki 1Mi +Inf */
+#define PROBE_FANOUT_BUCKETS                                            \
+	11 /* READ checks per message: 0 1 2 5 10 20 50 100 1000 10000 +Inf \
+	    */
 
 typedef atomic_uint_fast64_t probe_counter;
 
@@ -58,7 +60,7 @@ struct probe_metrics {
 	/* observe_auth only */
 	probe_counter connects;
 	probe_counter connected;
-	probe_counter deliveries;
+	probe_counter routing_checks; /* ACL READ checks while routing: not deliveries */
 	probe_counter fanout_buckets[PROBE_FANOUT_BUCKETS];
 	probe_counter fanout_sum;
 };
@@ -85,7 +87,7 @@ extern const uint64_t probe_size_bounds[PROBE_SIZE_BUCKETS - 1];
 extern const uint64_t probe_fanout_bounds[PROBE_FANOUT_BUCKETS - 1];
 
 void probe_metrics__observe_size(struct probe_metrics *m, uint64_t bytes);
-void probe_metrics__observe_fanout(struct probe_metrics *m, uint64_t deliveries);
+void probe_metrics__observe_fanout(struct probe_metrics *m, uint64_t checks);
 
 /** Process figures in the Prometheus client conventions. */
 struct probe_process {

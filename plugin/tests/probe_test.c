@@ -130,9 +130,9 @@ static void metrics_count_a_known_pattern(void **state)
 	const char *url = tb_test_info()->mqtt_url;
 	enum { N = 4, K = 5, M = 6, SIZE = 100 };
 	double connects0 = metric("mosquitto_connects_total");
-	double deliveries0 = metric("mosquitto_deliveries_total");
-	double fan5_0 = metric("mosquitto_message_fanout_bucket{le=\"5\"}");
-	double fan2_0 = metric("mosquitto_message_fanout_bucket{le=\"2\"}");
+	double checks0 = metric("mosquitto_routing_checks_total");
+	double fan5_0 = metric("mosquitto_message_routing_checks_bucket{le=\"5\"}");
+	double fan2_0 = metric("mosquitto_message_routing_checks_bucket{le=\"2\"}");
 	double qos1_0 = metric("mosquitto_messages_received_total{qos=\"1\",retain=\"false\"}");
 	double bytes0 = metric("mosquitto_received_payload_bytes_total");
 	double s256_0 = metric("mosquitto_received_payload_size_bytes_bucket{le=\"256\"}");
@@ -162,9 +162,9 @@ static void metrics_count_a_known_pattern(void **state)
 	nanosleep(&(struct timespec) { .tv_nsec = 300000000 }, NULL); /* a tick closes the fan-out */
 
 	assert_int_equal(metric("mosquitto_connects_total"), connects0 + N + K + 1);
-	assert_int_equal(metric("mosquitto_deliveries_total"), deliveries0 + M * K);
-	assert_int_equal(metric("mosquitto_message_fanout_bucket{le=\"5\"}"), fan5_0 + M);
-	assert_int_equal(metric("mosquitto_message_fanout_bucket{le=\"2\"}"), fan2_0);
+	assert_int_equal(metric("mosquitto_routing_checks_total"), checks0 + M * K);
+	assert_int_equal(metric("mosquitto_message_routing_checks_bucket{le=\"5\"}"), fan5_0 + M);
+	assert_int_equal(metric("mosquitto_message_routing_checks_bucket{le=\"2\"}"), fan2_0);
 	assert_int_equal(
 	    metric("mosquitto_messages_received_total{qos=\"1\",retain=\"false\"}"), qos1_0 + M);
 	assert_int_equal(metric("mosquitto_received_payload_bytes_total"), bytes0 + M * SIZE);

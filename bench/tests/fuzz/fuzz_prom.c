@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!text)
 		return 0;
 	static const char *const names[] = { "mosquitto_connects_total",
-		"mosquitto_messages_received_total", "mosquitto_message_fanout_sum", "a", "" };
+		"mosquitto_messages_received_total", "mosquitto_message_routing_checks_sum", "a", "" };
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
 		bool found = false;
 		bench_prom_sum(text, names[i], &found);

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# What mosquitto_routing_checks_total counts on mosquitto 2.0, against what subscribers receive:
+# READ checks happen before the ACL decision and before a full queue drops a message, so they
+# are an upper bound on deliveries. Two cases where they differ, both measured exactly.
+# Usage: routing_checks_test.sh TB_RUN
+set -u
+RUN=$1
+tmp=$(mktemp -d /tmp/probe-routing-test-XXXXXX)
+run_pid="" sub_pid=""
+cleanup() {
+  [ -n "$sub_pid" ] && kill -CONT "$sub_pid" 2>/dev/null && kill "$sub_pid" 2>/dev/null
+  [ -n "$run_pid" ] && kill "$run_pid" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+for tool in mosquitto_sub mosquitto_pub; do
+  command -v $tool >/dev/null || { echo "FAIL: $tool is not installed (Debian package mosquitto-clients)" >&2; exit 1; }
+done
+
+"$RUN" --daemon --no-tls --plugin-opt observe_auth=true --dir "$tmp" >"$tmp/env" 2>"$tmp/err" \
+  || { echo "FAIL: test broker: $(cat "$tmp/err")" >&2; exit 1; }
+# shellcheck disable=SC1091
+. "$tmp/env"
+run_pid=$RUN_PID
+hostport=${MQTT_URL#mqtt://}
+host=${hostport%:*} port=${hostport##*:}
+metrics_port=${METRICS_URL#http://127.0.0.1:}
+metrics_port=${metrics_port%%/*}
+
+# checks: the probe's mosquitto_routing_checks_total (bash's /dev/tcp: no curl needed).
+checks() {
+  exec 3<>/dev/tcp/127.0.0.1/"$metrics_port" || return 1
+  printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+  timeout 5 cat <&3 | awk '$1 == "mosquitto_routing_checks_total" { print $2 }'
+  exec 3<&-
+}
+me=(-h "$host" -p "$port" -u "$MQTT_USERNAME" -P "$MQTT_PASSWORD")
+other=(-h "$host" -p "$port" -u "$MQTT_OTHER_USERNAME" -P "$MQTT_OTHER_PASSWORD")
+# wait_lines FILE N: until FILE has N lines, at most 5 s
+wait_lines() { for _ in $(seq 50); do [ "$(wc -l <"$1")" -ge "$2" ] && return; sleep 0.1; done; }
+
+# --- an ACL that denies reads: the limited user subscribes to # and may read only limited/# ----
+c0=$(checks)
+mosquitto_sub "${other[@]}" -q 1 -t '#' -v >"$tmp/acl.out" 2>"$tmp/acl.err" &
+sub_pid=$!
+for _ in $(seq 50); do grep -q "as auto-\|$MQTT_OTHER_USERNAME" "$BROKER_LOG" && break; sleep 0.1; done
+sleep 0.3 # its SUBSCRIBE is in
+for i in 1 2 3 4 5; do
+  mosquitto_pub "${me[@]}" -q 1 -t "denied/$i" -m no
+  mosquitto_pub "${me[@]}" -q 1 -t "limited/$i" -m yes
+done
+wait_lines "$tmp/acl.out" 5
+sleep 0.3 # anything more would have come by now
+kill "$sub_pid"; wait "$sub_pid" 2>/dev/null; sub_pid=""
+c1=$(checks)
+got=$(wc -l <"$tmp/acl.out")
+if [ $((c1 - c0)) = 10 ] && [ "$got" = 5 ] && ! grep -q denied "$tmp/acl.out"; then
+  pass "an ACL that denies reads: routing checks +$((c1 - c0)), delivered $got"
+else
+  fail "denied reads: routing checks +$((c1 - c0)) (want 10), delivered $got (want 5): $(head -c 200 "$tmp/acl.out")"
+fi
+
+# --- a full queue: a QoS 1 subscriber that stops reading ---------------------------------------
+# 20 in flight (max_inflight_messages) + 1000 queued (max_queued_messages); the rest is dropped.
+c0=$(checks)
+mosquitto_sub "${me[@]}" -q 1 -t 'full/#' >"$tmp/full.out" 2>"$tmp/full.err" &
+sub_pid=$!
+sleep 0.5
+kill -STOP "$sub_pid"
+seq 1500 | mosquitto_pub "${me[@]}" -q 1 -t full/x -l
+c1=$(checks)
+kill -CONT "$sub_pid"
+wait_lines "$tmp/full.out" 1020
+sleep 0.5
+kill "$sub_pid"; wait "$sub_pid" 2>/dev/null; sub_pid=""
+got=$(wc -l <"$tmp/full.out")
+if [ $((c1 - c0)) = 1500 ] && [ "$got" = 1020 ]; then
+  pass "a full queue: routing checks +$((c1 - c0)), delivered $got"
+else
+  fail "full queue: routing checks +$((c1 - c0)) (want 1500), delivered $got (want 1020)"
+fi
+[ $failures -eq 0 ]
