@@ -42,10 +42,10 @@ int probe_options__parse(
 
 /* --- metrics ---------------------------------------------------------------------------- */
 
-#define PROBE_SIZE_BUCKETS 10 /* payload bytes: 16 64 256 1Ki 4Ki 16Ki 64Ki 256Ki 1Mi +Inf */
-#define PROBE_FANOUT_BUCKETS                                            \
-	11 /* READ checks per message: 0 1 2 5 10 20 50 100 1000 10000 +Inf \
-	    */
+/* Payload bytes: 16 64 256 1Ki 4Ki 16Ki 64Ki 256Ki 1Mi +Inf. READ checks per message (the
+ * routing-checks histogram): 0 1 2 5 10 20 50 100 1000 10000 +Inf. */
+#define PROBE_SIZE_BUCKETS   10
+#define PROBE_FANOUT_BUCKETS 11
 
 typedef atomic_uint_fast64_t probe_counter;
 
