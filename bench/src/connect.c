@@ -26,6 +26,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <mosquitto.h>
+
 #include "mqbench.h"
 #include "mqc_clock.h"
 #include "mqc_mqtt.h"
@@ -43,11 +45,12 @@ enum reason {
 	R_EADDRNOTAVAIL,
 	R_TLS,
 	R_DROPPED,
+	R_CLOSED, /* closed before any CONNACK: mosquitto 2.0 at max_connections */
 	R_OTHER,
 	R_COUNT
 };
-static const char *const reason_names[R_COUNT]
-    = { "refused", "timeout", "connack", "emfile", "eaddrnotavail", "tls", "dropped", "other" };
+static const char *const reason_names[R_COUNT] = { "refused", "timeout", "connack", "emfile",
+	"eaddrnotavail", "tls", "dropped", "closed_before_connack", "other" };
 
 struct attempt {
 	int fd;
@@ -77,6 +80,12 @@ struct storm {
 };
 
 static volatile sig_atomic_t interrupted;
+
+/* A refused CONNACK's reason, by protocol: MQTT 5 reason codes, or 3.1.1 return codes. */
+static const char *connack_reason(int protocol, int code)
+{
+	return protocol == 5 ? mosquitto_reason_string(code) : mosquitto_connack_string(code);
+}
 
 static void on_signal(int sig)
 {
@@ -237,7 +246,12 @@ static void on_event(struct storm *s, struct attempt *a, uint32_t events)
 					return;
 				if (n < 0 && !a->ssl && errno == EAGAIN)
 					return;
-				finish(s, a, ST_FAILED, R_OTHER);
+				/* EOF or a reset with nothing received: the broker let the TCP connection in
+				 * and closed it before CONNACK (mosquitto 2.0 does this at max_connections). */
+				bool closed = a->rxlen == 0
+				    && (n == 0 || (!a->ssl && errno == ECONNRESET)
+				        || (a->ssl && SSL_get_error(a->ssl, (int)n) == SSL_ERROR_ZERO_RETURN));
+				finish(s, a, ST_FAILED, closed ? R_CLOSED : R_OTHER);
 				return;
 			}
 			a->rxlen += (int)n;
@@ -540,14 +554,23 @@ int bench_run_connect(const struct bench_opts *o)
 		    s.held + (unsigned)s.reasons[R_DROPPED], s.failed);
 		for (int r = 0; r < R_COUNT; r++)
 			printf(",\"%s\":%llu", reason_names[r], (unsigned long long)s.reasons[r]);
-		printf("},\"elapsed_ns\":%llu,\"connects_per_second\":%.1f,\"latency\":{",
+		printf(",\"connack_refusals\":{");
+		for (int c = 1, first = 1; c < 256; c++)
+			if (s.connack_codes[c]) {
+				printf("%s\"%d\":{\"reason\":\"%s\",\"count\":%llu}", first ? "" : ",", c,
+				    connack_reason(o->protocol, c), (unsigned long long)s.connack_codes[c]);
+				first = 0;
+			}
+		printf("}},\"elapsed_ns\":%llu,\"connects_per_second\":%.1f,\"latency\":{",
 		    (unsigned long long)(secs * 1e9), (double)(s.held) / secs);
 		bench_json_hist(stdout, "tcp_connect", &s.tcp);
 		putchar(',');
 		bench_json_hist(stdout, "connack", &s.connack);
 		printf("},\"broker_usage\":{\"cpu_mean_pct\":%.1f,\"cpu_peak_pct\":%.1f,"
-		       "\"rss_max_bytes\":%.0f,\"rss_per_held_connection\":%.0f}",
-		    cpu_mean, usage.peak_pct, usage.ok ? usage.rss_max : -1, per_conn);
+		       "\"rss_max_bytes\":%.0f,\"rss_before_bytes\":%.0f,"
+		       "\"rss_growth_per_held_connection\":%.0f}",
+		    cpu_mean, usage.peak_pct, usage.ok ? usage.rss_max : -1, usage.ok ? usage.rss0 : -1,
+		    per_conn);
 		if (p0.ok && p1.ok && p1.has_connects)
 			printf(",\"probe\":{\"connects\":%.0f,\"disconnects\":%.0f}", p1.connects - p0.connects,
 			    p1.disconnects - p0.disconnects);
@@ -569,14 +592,19 @@ int bench_run_connect(const struct bench_opts *o)
 					printf(" %s %llu", reason_names[r], (unsigned long long)s.reasons[r]);
 			for (int c = 1; c < 256; c++)
 				if (s.connack_codes[c])
-					printf(" (connack code %d: %llu)", c, (unsigned long long)s.connack_codes[c]);
+					printf(" (CONNACK %d '%s': %llu)", c, connack_reason(o->protocol, c),
+					    (unsigned long long)s.connack_codes[c]);
+			if (s.reasons[R_CLOSED])
+				printf(" (closed before CONNACK: mosquitto does this at max_connections)");
 			printf("\n");
 		}
 		if (usage.ok)
-			printf("broker: cpu mean %.0f%% peak %.0f%% of one core, rss max %.1f MB (%+.1f MB, "
-			       "%.0f B per held connection)\n",
+			/* Growth over a baseline taken just before the run: a broker that held connections
+			 * before reuses memory it freed, so this depends on its history. */
+			printf("broker: cpu mean %.0f%% peak %.0f%% of one core, VmRSS max %.1f MB, growth "
+			       "%+.1f MB over %.1f MB just before the run = %.0f B per held connection\n",
 			    cpu_mean, usage.peak_pct, usage.rss_max / 1e6, (usage.rss_max - usage.rss0) / 1e6,
-			    per_conn);
+			    usage.rss0 / 1e6, per_conn);
 		if (p0.ok && p1.ok && p1.has_connects)
 			printf("broker (probe): connects +%.0f   disconnects +%.0f\n",
 			    p1.connects - p0.connects, p1.disconnects - p0.disconnects);

@@ -153,15 +153,18 @@ bool bench_proc_read(pid_t pid, double *cpu_seconds, double *resident_bytes)
 	buf[n] = '\0';
 	const char *p = strrchr(buf, ')');
 	unsigned long ut, st;
-	long rss;
-	if (!p
-	    || sscanf(p + 2,
-	           "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d "
-	           "%*d %*u %*u %ld",
-	           &ut, &st, &rss)
-	        != 3)
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
 		return false;
 	*cpu_seconds = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-	*resident_bytes = (double)rss * (double)sysconf(_SC_PAGESIZE);
-	return true;
+	/* VmRSS from status, the figure ps and top show (stat's rss field was seen trailing it). */
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return false;
+	unsigned long kb = 0;
+	bool found = false;
+	while (!found && fgets(buf, sizeof buf, f))
+		found = sscanf(buf, "VmRSS: %lu kB", &kb) == 1;
+	fclose(f);
+	*resident_bytes = (double)kb * 1024.0;
+	return found;
 }

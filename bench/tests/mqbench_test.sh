@@ -93,6 +93,36 @@ fi
   --hold 0.2s --json >"$tmp/ct.json" 2>"$tmp/ct.err" || fail "TLS connect: $(cat "$tmp/ct.err")"
 [ "$(json "$tmp/ct.json" connected)" = 50 ] && pass "connect over TLS: 50 of 50" || fail "TLS connect"
 
+# Memory: VmRSS growth over a baseline taken just before the run, labelled as growth.
+grep -q '"rss_before_bytes":[1-9][0-9]*,"rss_growth_per_held_connection":[0-9]' "$tmp/c.json" \
+  && pass "connect: broker memory as VmRSS growth over a baseline taken just before the run" \
+  || fail "connect memory: $(grep -o '"broker_usage":{[^}]*}' "$tmp/c.json")"
+# Refusals by their CONNACK reason, named.
+"$MQB" connect --broker "$MQTT_URL" --username "$MQTT_USERNAME" --password wrong --clients 5 --hold 0s \
+  --json >"$tmp/cna.json" 2>/dev/null
+grep -q '"connack_refusals":{"135":{"reason":"Not authorized","count":5}}' "$tmp/cna.json" \
+  && pass "connect: 5 refused by CONNACK 135 'Not authorized', named" \
+  || fail "CONNACK reasons: $(grep -o '"counts":{[^}]*}' "$tmp/cna.json")"
+# max_connections: mosquitto 2.0 lets the TCP connection in and closes it before any CONNACK.
+# A broker of its own, fresh: 2.0.11 enforces the limit only until the first refusals.
+# (max_connections belongs to a listener: one of its own, on a free port.)
+small_port=$("$(dirname "$RUN")"/tb-free-port)
+"$RUN" --daemon --no-tls --dir "$tmp" --conf-line "listener $small_port 127.0.0.1" \
+  --conf-line "max_connections 5" >"$tmp/env2" 2>"$tmp/err2" \
+  || fail "a second test broker: $(cat "$tmp/err2")"
+small_url=mqtt://127.0.0.1:$small_port
+small_pid=$(sed -n 's/^RUN_PID=//p' "$tmp/env2")
+small_user=(--username "$(sed -n 's/^MQTT_USERNAME=//p' "$tmp/env2")" --password "$(sed -n 's/^MQTT_PASSWORD=//p' "$tmp/env2")")
+"$MQB" connect --broker "$small_url" "${small_user[@]}" --clients 8 --hold 0.3s >"$tmp/cmax.out" 2>"$tmp/cmax.err"
+rc=$?
+[ -n "$small_pid" ] && kill "$small_pid" 2>/dev/null
+if [ $rc = 1 ] && grep -q "closed_before_connack 3" "$tmp/cmax.err" &&
+   grep -q "closed before CONNACK: mosquitto does this at max_connections" "$tmp/cmax.out"; then
+  pass "max_connections 5: 3 of 8 closed before CONNACK, said so (not 'other')"
+else
+  fail "max_connections: rc $rc $(cat "$tmp/cmax.out" "$tmp/cmax.err" | tail -n 3)"
+fi
+
 # The scale this machine allows: 15,000 held connections from one process, 5,000/s scheduled.
 "$MQB" connect --broker "$MQTT_URL" "${auth[@]}" --clients 15000 --rate 5000 --concurrency 200 \
   --hold 1s --source 127.0.0.2-127.0.0.5 --json >"$tmp/c15k.json" 2>"$tmp/c15k.err" \
