@@ -207,3 +207,24 @@ int bench_hist_from_json(const cJSON *h, struct mqc_hist *out)
 	out->min = out->count ? min : UINT64_MAX;
 	return 0;
 }
+
+cJSON *bench_hist_to_json(const struct mqc_hist *h)
+{
+	cJSON *j = cJSON_CreateObject(), *buckets = cJSON_CreateArray();
+	cJSON_AddNumberToObject(j, "sub_bits", h->sub_bits);
+	cJSON_AddNumberToObject(j, "count", (double)h->count);
+	cJSON_AddNumberToObject(j, "min", (double)(h->count ? h->min : 0));
+	cJSON_AddNumberToObject(j, "max", (double)h->max);
+	cJSON_AddNumberToObject(j, "sum", h->sum);
+	cJSON_AddNumberToObject(j, "overflow", (double)h->overflow);
+	for (size_t i = 0; i < h->nbuckets; i++) {
+		if (!h->counts[i])
+			continue;
+		cJSON *pair = cJSON_CreateArray();
+		cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)i));
+		cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)h->counts[i]));
+		cJSON_AddItemToArray(buckets, pair);
+	}
+	cJSON_AddItemToObject(j, "buckets", buckets);
+	return j;
+}

@@ -99,6 +99,8 @@ struct mqc_hist;
  * buckets and the overflow hold. Returns 0, or -1 (nothing allocated) for anything else.
  */
 int bench_hist_from_json(const struct cJSON *h, struct mqc_hist *out);
+/** The "hist" object bench_hist_from_json reads (cJSON; NULL only when out of memory). */
+struct cJSON *bench_hist_to_json(const struct mqc_hist *h);
 
 /* --- diagnosis ---------------------------------------------------------------------------- */
 

@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
 #include <mosquitto.h>
 
 #include "mqbench.h"
@@ -545,38 +546,41 @@ int bench_run_connect(const struct bench_opts *o)
 	    : -1;
 	double per_conn = usage.ok && held ? (usage.rss_max - usage.rss0) / held : -1;
 	if (o->json) {
-		printf(
-		    "{\"scenario\":\"connect\",\"broker\":\"%s\",\"config\":{\"clients\":%u,\"rate\":%.3f,"
-		    "\"concurrency\":%u,\"hold_ns\":%llu,\"protocol\":\"%s\",\"sources\":%u},",
-		    o->broker, o->clients, o->connrate, o->concurrency, (unsigned long long)o->hold_ns,
-		    o->protocol == 5 ? "5" : "3.1.1", s.nsources ? s.nsources : 1);
-		printf("\"counts\":{\"scheduled\":%u,\"connected\":%u,\"failed\":%u", o->clients,
-		    s.held + (unsigned)s.reasons[R_DROPPED], s.failed);
+		cJSON *root = bench_result_new(o);
+		cJSON_AddNumberToObject(root, "sources", s.nsources ? s.nsources : 1);
+		cJSON *c = cJSON_AddObjectToObject(root, "counts");
+		cJSON_AddNumberToObject(c, "scheduled", o->clients);
+		cJSON_AddNumberToObject(c, "connected", s.held + (unsigned)s.reasons[R_DROPPED]);
+		cJSON_AddNumberToObject(c, "failed", s.failed);
 		for (int r = 0; r < R_COUNT; r++)
-			printf(",\"%s\":%llu", reason_names[r], (unsigned long long)s.reasons[r]);
-		printf(",\"connack_refusals\":{");
-		for (int c = 1, first = 1; c < 256; c++)
-			if (s.connack_codes[c]) {
-				printf("%s\"%d\":{\"reason\":\"%s\",\"count\":%llu}", first ? "" : ",", c,
-				    connack_reason(o->protocol, c), (unsigned long long)s.connack_codes[c]);
-				first = 0;
+			cJSON_AddNumberToObject(c, reason_names[r], (double)s.reasons[r]);
+		cJSON *refusals = cJSON_AddObjectToObject(root, "connack_refusals");
+		for (int code = 1; code < 256; code++)
+			if (s.connack_codes[code]) {
+				char key[8];
+				snprintf(key, sizeof key, "%d", code);
+				cJSON *one = cJSON_AddObjectToObject(refusals, key);
+				cJSON_AddStringToObject(one, "reason", connack_reason(o->protocol, code));
+				cJSON_AddNumberToObject(one, "count", (double)s.connack_codes[code]);
 			}
-		printf("}},\"elapsed_ns\":%llu,\"connects_per_second\":%.1f,\"latency\":{",
-		    (unsigned long long)(secs * 1e9), (double)(s.held) / secs);
-		bench_json_hist(stdout, "tcp_connect", &s.tcp);
-		putchar(',');
-		bench_json_hist(stdout, "connack", &s.connack);
-		printf("},\"broker_usage\":{\"cpu_mean_pct\":%.1f,\"cpu_peak_pct\":%.1f,"
-		       "\"rss_max_bytes\":%.0f,\"rss_before_bytes\":%.0f,"
-		       "\"rss_growth_per_held_connection\":%.0f}",
-		    cpu_mean, usage.peak_pct, usage.ok ? usage.rss_max : -1, usage.ok ? usage.rss0 : -1,
-		    per_conn);
-		if (p0.ok && p1.ok && p1.has_connects)
-			printf(",\"probe\":{\"connects\":%.0f,\"disconnects\":%.0f}", p1.connects - p0.connects,
-			    p1.disconnects - p0.disconnects);
-		else if (p0.ok && p1.ok)
-			printf(",\"probe\":{\"disconnects\":%.0f}", p1.disconnects - p0.disconnects);
-		printf("}\n");
+		cJSON_AddNumberToObject(root, "elapsed_ns", secs * 1e9);
+		cJSON_AddNumberToObject(root, "connects_per_second", (double)s.held / secs);
+		cJSON *l = cJSON_AddObjectToObject(root, "latency");
+		cJSON_AddItemToObject(l, "tcp_connect", bench_latency_json(&s.tcp));
+		cJSON_AddItemToObject(l, "connack", bench_latency_json(&s.connack));
+		cJSON *u = cJSON_AddObjectToObject(root, "broker_usage");
+		cJSON_AddNumberToObject(u, "cpu_mean_pct", cpu_mean);
+		cJSON_AddNumberToObject(u, "cpu_peak_pct", usage.peak_pct);
+		cJSON_AddNumberToObject(u, "rss_max_bytes", usage.ok ? usage.rss_max : -1);
+		cJSON_AddNumberToObject(u, "rss_before_bytes", usage.ok ? usage.rss0 : -1);
+		cJSON_AddNumberToObject(u, "rss_growth_per_held_connection", per_conn);
+		if (p0.ok && p1.ok) {
+			cJSON *pr = cJSON_AddObjectToObject(root, "probe");
+			if (p1.has_connects)
+				cJSON_AddNumberToObject(pr, "connects", p1.connects - p0.connects);
+			cJSON_AddNumberToObject(pr, "disconnects", p1.disconnects - p0.disconnects);
+		}
+		bench_result_print(root);
 	} else {
 		printf("connect %u clients at %.0f/s (concurrency %u) against %s\n", o->clients,
 		    o->connrate, o->concurrency, o->broker);

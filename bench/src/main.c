@@ -29,7 +29,8 @@ static void usage_main(FILE *out)
 	    "  fanout       one publisher -> S subscribers\n"
 	    "  request      command/reply through a device: naive, pool and dedicated connections\n"
 	    "  merge        combine --json results: mqbench merge a.json b.json ...\n"
-	    "  report       an HTML page of --json results: mqbench report a.json ... > r.html\n\n"
+	    "  report       an HTML page of --json results: mqbench report a.json ... > r.html\n"
+	    "  hgrm         a latency histogram in HdrHistogram's .hgrm text: mqbench hgrm a.json\n\n"
 	    "Exit status: 0 success; 1 the run failed (unreachable broker, refused CONNECT, a lost\n"
 	    "connection, nothing delivered, loss above --max-loss); 2 bad options; 3 loss above\n"
 	    "--max-loss that is all 'not received by the end of the drain' (late or never coming:\n"
@@ -48,6 +49,7 @@ static void usage(enum bench_scenario sc)
 	    "  --protocol 3.1.1|5    default 5\n"
 	    "  --duration D          run length (default 10s; e.g. 500ms, 2m)\n"
 	    "  --prefix P            client ids start with P (default mqbench)\n"
+	    "  --label L             names the run in --json, merge and report (default: --prefix)\n"
 	    "  --size N              payload bytes, >= 16 (default 16; >= 20 adds actual-send time)\n"
 	    "  --seed N              run id and choices (default: from the clock)\n"
 	    "  --json                JSON result on stdout (progress stays on stderr)\n"
@@ -125,6 +127,7 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		O_PROTO,
 		O_DURATION,
 		O_PREFIX,
+		O_LABEL,
 		O_JSON,
 		O_SIZE,
 		O_SEED,
@@ -160,6 +163,7 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		{ "protocol", required_argument, NULL, O_PROTO },
 		{ "duration", required_argument, NULL, O_DURATION },
 		{ "prefix", required_argument, NULL, O_PREFIX },
+		{ "label", required_argument, NULL, O_LABEL },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "size", required_argument, NULL, O_SIZE },
 		{ "seed", required_argument, NULL, O_SEED },
@@ -269,6 +273,9 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 				break;
 			case O_PREFIX:
 				o->prefix = optarg;
+				break;
+			case O_LABEL:
+				o->label = optarg;
 				break;
 			case O_JSON:
 				o->json = true;
@@ -467,6 +474,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "merge") == 0)
 		return bench_merge(argc - 1, argv + 1);
+	if (strcmp(argv[1], "hgrm") == 0)
+		return bench_hgrm(argc - 1, argv + 1);
 	if (strcmp(argv[1], "report") == 0)
 		return bench_report(argc - 1, argv + 1);
 	for (int sc = 0; sc < 4; sc++) {
@@ -481,7 +490,8 @@ int main(int argc, char **argv)
 		                        : bench_run_throughput(&o);
 	}
 	fprintf(stderr,
-	    "mqbench: unknown scenario '%s' (connect, throughput, fanout, request, merge, report)\n",
+	    "mqbench: unknown scenario '%s' (connect, throughput, fanout, request, merge, report, "
+	    "hgrm)\n",
 	    argv[1]);
 	return 2;
 }

@@ -24,6 +24,7 @@ struct bench_opts {
 	int protocol; /* 4 (3.1.1) or 5 */
 	uint64_t duration_ns;
 	const char *prefix; /* client ids start with it */
+	const char *label;  /* names the run in --json, merge and report (default: prefix) */
 	char token[16];     /* 64 random bits in every client id: nobody can guess one */
 	bool json;
 	size_t size;
@@ -60,6 +61,7 @@ int bench_connect_check(const struct bench_opts *o, char *err, size_t errlen);
 int bench_run_request(const struct bench_opts *o);
 int bench_merge(int argc, char **argv);
 int bench_report(int argc, char **argv);
+int bench_hgrm(int argc, char **argv);
 
 /** A whole file as a NUL-terminated string (malloc), or NULL. */
 char *bench_slurp(const char *path);
@@ -98,6 +100,20 @@ bool bench_proc_read(pid_t pid, double *cpu_seconds, double *resident_bytes);
 /** "744us", "3.953ms", "1.200s" */
 const char *bench_fmt_ns(uint64_t ns, char *buf, size_t len);
 void bench_print_latency(FILE *out, const char *label, const struct mqc_hist *h);
-void bench_json_hist(FILE *out, const char *name, const struct mqc_hist *h);
+
+/* --- --json results (result.c): the one writer ------------------------------------------- */
+
+#define BENCH_RESULT_FORMAT 2 /* 2: cJSON, settings, date, version, label; 1: hand-written */
+#ifndef MQBENCH_VERSION
+#define MQBENCH_VERSION "unknown"
+#endif
+
+struct cJSON;
+/** A result's common fields: format, versions, date, label, scenario, broker, settings. */
+struct cJSON *bench_result_new(const struct bench_opts *o);
+/** A latency histogram as results carry it: percentiles, min, max, mean, and "hist". */
+struct cJSON *bench_latency_json(const struct mqc_hist *h);
+/** Print root on one line on stdout and free it; -1 (said on stderr) when it cannot be written. */
+int bench_result_print(struct cJSON *root);
 
 #endif

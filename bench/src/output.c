@@ -34,20 +34,6 @@ void bench_print_latency(FILE *out, const char *label, const struct mqc_hist *h)
 	    bench_fmt_ns(mqc_hist_percentile(h, 99.9), d, sizeof d), bench_fmt_ns(h->max, e, sizeof e));
 }
 
-void bench_json_hist(FILE *out, const char *name, const struct mqc_hist *h)
-{
-	fprintf(out,
-	    "\"%s\":{\"p50\":%llu,\"p90\":%llu,\"p99\":%llu,\"p99.9\":%llu,\"max\":%llu,"
-	    "\"mean\":%.0f,\"hist\":",
-	    name, (unsigned long long)mqc_hist_percentile(h, 50),
-	    (unsigned long long)mqc_hist_percentile(h, 90),
-	    (unsigned long long)mqc_hist_percentile(h, 99),
-	    (unsigned long long)mqc_hist_percentile(h, 99.9), (unsigned long long)h->max,
-	    mqc_hist_mean(h));
-	mqc_hist_write_json(h, out);
-	fputc('}', out);
-}
-
 void bench_warn_delayed_ack(const char *what, const struct mqc_hist *h)
 {
 	double share = bench_delayed_ack_share(h);

@@ -19,9 +19,11 @@
 static const char *const colours[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
 	"#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939" };
 
+/* One line of the report: a result, or one mode of a request result. */
 struct run {
-	const char *name;
-	cJSON *doc;
+	char name[128];
+	const cJSON *doc;  /* the whole result */
+	const cJSON *body; /* where its counts are: the result, or the mode's object */
 	struct mqc_hist lat;
 	bool has_lat;
 };
@@ -151,15 +153,178 @@ static void timeline_svg(struct run *runs, int n)
 	printf("</svg>\n");
 }
 
+/* p99 of each second, from a throughput or fan-out result's timeline. */
+static void p99_timeline_svg(struct run *runs, int n)
+{
+	double tmax = 1, hi = 1, lo = 1e18;
+	for (int r = 0; r < n; r++) {
+		const cJSON *p;
+		cJSON_ArrayForEach(p, cJSON_GetObjectItem(runs[r].doc, "timeline"))
+		{
+			double v = cJSON_GetNumberValue(cJSON_GetObjectItem(p, "p99"));
+			tmax = fmax(tmax, cJSON_GetNumberValue(cJSON_GetObjectItem(p, "t")));
+			if (v > 0) {
+				hi = fmax(hi, v);
+				lo = fmin(lo, v);
+			}
+		}
+	}
+	if (lo > hi)
+		lo = hi / 10;
+	double ylo = floor(log10(lo)), yhi = ceil(log10(hi));
+	if (yhi <= ylo)
+		yhi = ylo + 1;
+	printf("<svg width=\"%d\" height=\"%d\" xmlns=\"http://www.w3.org/2000/svg\" "
+	       "font-family=\"sans-serif\" font-size=\"11\">\n",
+	    W, H);
+	printf("<rect x=\"%d\" y=\"10\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>\n",
+	    PAD, W - PAD - RPAD, H - PAD - 10);
+	for (double e = ylo; e <= yhi; e++) {
+		double y = H - PAD - (H - PAD - 10) * (e - ylo) / (yhi - ylo);
+		char label[24];
+		bench_fmt_ns((uint64_t)pow(10, e), label, sizeof label);
+		printf("<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>"
+		       "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+		    PAD, y, W - RPAD, y, PAD - 4, y + 4, label);
+	}
+	for (int i = 0; i <= 4; i++) {
+		double x = PAD + (W - PAD - RPAD) * i / 4.0;
+		printf("<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.1fs</text>\n", x, H - PAD + 15,
+		    tmax * i / 4);
+	}
+	printf("<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">p99 latency of the run so far, each "
+	       "second (log scale)</text>\n",
+	    W / 2, H - 15);
+	for (int r = 0; r < n; r++) {
+		const cJSON *p;
+		printf("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", colours[r]);
+		cJSON_ArrayForEach(p, cJSON_GetObjectItem(runs[r].doc, "timeline"))
+		{
+			double t = cJSON_GetNumberValue(cJSON_GetObjectItem(p, "t"));
+			double v = cJSON_GetNumberValue(cJSON_GetObjectItem(p, "p99"));
+			if (v > 0)
+				printf("%.1f,%.1f ", PAD + (W - PAD - RPAD) * t / tmax,
+				    H - PAD - (H - PAD - 10) * (log10(v) - ylo) / (yhi - ylo));
+		}
+		printf("\"/>\n");
+	}
+	printf("</svg>\n");
+}
+
+static double number(const cJSON *o, const char *key)
+{
+	double v = cJSON_GetNumberValue(cJSON_GetObjectItem(o, key));
+	return isnan(v) ? 0 : v;
+}
+
+/* The settings as "key value" pairs. */
+static void print_settings(const cJSON *doc)
+{
+	const cJSON *s = cJSON_GetObjectItem(doc, "settings"), *item;
+	if (!s)
+		s = cJSON_GetObjectItem(doc, "config"); /* format 1 */
+	cJSON_ArrayForEach(item, s)
+	{
+		char *v = cJSON_IsString(item) ? NULL : cJSON_PrintUnformatted(item);
+		escape(item->string);
+		putchar('=');
+		escape(cJSON_IsString(item) ? item->valuestring : v ? v : "?");
+		putchar(' ');
+		free(v);
+	}
+}
+
+/* Take a result (or each mode of a request result) as runs; false when it is not a result. */
+static bool add_runs(struct run *runs, int *n, const cJSON *doc, const char *path)
+{
+	const char *label = cJSON_GetStringValue(cJSON_GetObjectItem(doc, "label"));
+	if (!label) { /* format 1: the file's name */
+		const char *slash = strrchr(path, '/');
+		label = slash ? slash + 1 : path;
+	}
+	const cJSON *modes = cJSON_GetObjectItem(doc, "modes");
+	const cJSON *lat = cJSON_GetObjectItem(doc, "latency");
+	if (!cJSON_IsObject(modes) && !cJSON_IsObject(lat))
+		return false;
+	if (cJSON_IsObject(modes)) {
+		const cJSON *m;
+		cJSON_ArrayForEach(m, modes)
+		{
+			if (*n == MAX_RUNS)
+				return true;
+			struct run *r = &runs[(*n)++];
+			snprintf(r->name, sizeof r->name, "%s (%s)", label, m->string);
+			r->doc = doc;
+			r->body = m;
+			const cJSON *h = cJSON_GetObjectItem(cJSON_GetObjectItem(m, "latency"), "hist");
+			r->has_lat = bench_hist_from_json(h, &r->lat) == 0;
+		}
+		return true;
+	}
+	if (*n == MAX_RUNS)
+		return true;
+	struct run *r = &runs[(*n)++];
+	snprintf(r->name, sizeof r->name, "%s", label);
+	r->doc = doc;
+	r->body = doc;
+	const cJSON *main = cJSON_GetObjectItem(lat, "intended");
+	if (!main)
+		main = cJSON_GetObjectItem(lat, "connack");
+	r->has_lat = main && bench_hist_from_json(cJSON_GetObjectItem(main, "hist"), &r->lat) == 0;
+	return true;
+}
+
+static void summary_row(const struct run *r, const char *colour)
+{
+	const cJSON *counts = cJSON_GetObjectItem(r->body, "counts");
+	const char *scenario = cJSON_GetStringValue(cJSON_GetObjectItem(r->doc, "scenario"));
+	const char *date = cJSON_GetStringValue(cJSON_GetObjectItem(r->doc, "date"));
+	printf("<tr><td style=\"color:%s\">&#9632; ", colour);
+	escape(r->name);
+	printf("</td><td>");
+	escape(scenario ? scenario : "?");
+	printf("</td><td>");
+	escape(date ? date : "");
+	printf("</td>");
+	if (scenario && strcmp(scenario, "connect") == 0) {
+		double sched = number(counts, "scheduled");
+		printf("<td>connected %.0f of %.0f</td><td>failed %.0f</td><td></td>",
+		    number(counts, "connected"), sched, number(counts, "failed"));
+	} else if (scenario && strcmp(scenario, "request") == 0) {
+		printf("<td>%.0f req/s</td><td>ok %.0f</td><td>timeouts %.0f, errors %.0f</td>",
+		    number(r->body, "requests_per_second"), number(r->body, "ok"),
+		    number(r->body, "timeouts"), number(r->body, "errors"));
+	} else {
+		double exp = number(counts, "expected"), loss = number(counts, "loss");
+		printf("<td>sent %.0f</td><td>%.0f of %.0f</td><td>loss %.0f (%.2f%%), shortfall %.0f"
+		       "</td>",
+		    number(counts, "sent"), number(counts, "delivered"), exp, loss,
+		    exp > 0 ? 100 * loss / exp : 0, number(counts, "shortfall"));
+	}
+	char a[24], b[24], c[24], d[24];
+	if (r->has_lat && r->lat.count)
+		printf("<td>%s</td><td>%s</td><td>%s</td><td>%s</td>",
+		    bench_fmt_ns(mqc_hist_percentile(&r->lat, 50), a, sizeof a),
+		    bench_fmt_ns(mqc_hist_percentile(&r->lat, 99), b, sizeof b),
+		    bench_fmt_ns(mqc_hist_percentile(&r->lat, 99.9), c, sizeof c),
+		    bench_fmt_ns(r->lat.max, d, sizeof d));
+	else
+		printf("<td colspan=\"4\">no samples</td>");
+	printf("</tr>\n");
+}
+
 int bench_report(int argc, char **argv)
 {
 	struct run runs[MAX_RUNS] = { 0 };
-	int n = 0, rc = 0;
+	cJSON *docs[MAX_RUNS] = { 0 };
+	int n = 0, ndocs = 0, rc = 0;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			printf("Usage: mqbench report RESULT.json... > report.html\n"
-			       "Latency percentile curves and deliveries per second of up to %d --json "
-			       "results, as one self-contained HTML page.\n",
+			       "Up to %d --json results (each mode of a request result counts as one) as one\n"
+			       "self-contained HTML page: each run's label, date and settings, its counts\n"
+			       "(loss and shortfall; connections; requests), latency by percentile, the p99\n"
+			       "over time and deliveries per second.\n",
 			    MAX_RUNS);
 			return 0;
 		}
@@ -167,28 +332,21 @@ int bench_report(int argc, char **argv)
 			fprintf(stderr, "mqbench report: unknown option '%s' (see --help)\n", argv[i]);
 			return 2;
 		}
-		if (n == MAX_RUNS) {
-			fprintf(stderr, "mqbench report: at most %d results\n", MAX_RUNS);
-			return 2;
+		if (ndocs == MAX_RUNS || n == MAX_RUNS) {
+			fprintf(stderr, "mqbench report: at most %d runs\n", MAX_RUNS);
+			rc = 2;
+			break;
 		}
 		char *text = bench_slurp(argv[i]);
 		cJSON *doc = text ? cJSON_Parse(text) : NULL;
 		free(text);
-		const cJSON *lat = cJSON_GetObjectItem(doc, "latency");
-		if (!doc || !cJSON_IsObject(lat)) {
+		if (!doc || !add_runs(runs, &n, doc, argv[i])) {
 			fprintf(stderr, "mqbench report: %s is not an mqbench --json result\n", argv[i]);
 			cJSON_Delete(doc);
 			rc = 1;
 			break;
 		}
-		runs[n].name = argv[i];
-		runs[n].doc = doc;
-		const cJSON *main = cJSON_GetObjectItem(lat, "intended");
-		if (!main)
-			main = cJSON_GetObjectItem(lat, "connack");
-		runs[n].has_lat
-		    = main && bench_hist_from_json(cJSON_GetObjectItem(main, "hist"), &runs[n].lat) == 0;
-		n++;
+		docs[ndocs++] = doc;
 	}
 	if (rc == 0 && n == 0) {
 		fprintf(stderr, "mqbench report: no result files given (see --help)\n");
@@ -199,42 +357,40 @@ int bench_report(int argc, char **argv)
 		       "</title>\n<style>body{font-family:sans-serif;margin:2em}table{border-collapse:"
 		       "collapse}td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:right}"
 		       "td:first-child,th:first-child{text-align:left}</style></head><body>\n"
-		       "<h1>mqbench report</h1>\n<table><tr><th>run</th><th>scenario</th><th>sent</th>"
-		       "<th>delivered / expected</th><th>p50</th><th>p99</th><th>p99.9</th><th>max</th>"
+		       "<h1>mqbench report</h1>\n<table><tr><th>run</th><th>scenario</th><th>date</th>"
+		       "<th colspan=\"3\">counts</th><th>p50</th><th>p99</th><th>p99.9</th><th>max</th>"
 		       "</tr>\n");
-		for (int r = 0; r < n; r++) {
-			const cJSON *counts = cJSON_GetObjectItem(runs[r].doc, "counts");
-			char a[24], b[24], c[24], d[24];
-			printf("<tr><td style=\"color:%s\">&#9632; ", colours[r]);
-			escape(runs[r].name);
-			printf("</td><td>");
-			const char *scenario
-			    = cJSON_GetStringValue(cJSON_GetObjectItem(runs[r].doc, "scenario"));
-			escape(scenario ? scenario : "?");
-			double sent = cJSON_GetNumberValue(cJSON_GetObjectItem(counts, "sent"));
-			double del = cJSON_GetNumberValue(cJSON_GetObjectItem(counts, "delivered"));
-			double exp = cJSON_GetNumberValue(cJSON_GetObjectItem(counts, "expected"));
-			printf("</td><td>%.0f</td><td>%.0f / %.0f</td>", isnan(sent) ? 0 : sent,
-			    isnan(del) ? 0 : del, isnan(exp) ? 0 : exp);
-			if (runs[r].has_lat)
-				printf("<td>%s</td><td>%s</td><td>%s</td><td>%s</td>",
-				    bench_fmt_ns(mqc_hist_percentile(&runs[r].lat, 50), a, sizeof a),
-				    bench_fmt_ns(mqc_hist_percentile(&runs[r].lat, 99), b, sizeof b),
-				    bench_fmt_ns(mqc_hist_percentile(&runs[r].lat, 99.9), c, sizeof c),
-				    bench_fmt_ns(runs[r].lat.max, d, sizeof d));
-			printf("</tr>\n");
+		for (int r = 0; r < n; r++)
+			summary_row(&runs[r], colours[r]);
+		printf("</table>\n<h2>Settings</h2>\n<table>\n");
+		for (int d = 0; d < ndocs; d++) {
+			const char *label = cJSON_GetStringValue(cJSON_GetObjectItem(docs[d], "label"));
+			const char *version
+			    = cJSON_GetStringValue(cJSON_GetObjectItem(docs[d], "mqbench_version"));
+			const char *broker = cJSON_GetStringValue(cJSON_GetObjectItem(docs[d], "broker"));
+			printf("<tr><td>");
+			escape(label ? label : "(no label: format 1)");
+			printf("</td><td style=\"text-align:left\">");
+			print_settings(docs[d]);
+			printf("broker=");
+			escape(broker ? broker : "?");
+			printf(" mqbench=");
+			escape(version ? version : "?");
+			printf("</td></tr>\n");
 		}
-		printf("</table>\n<h2>Latency by percentile (from the intended send time; connect: "
-		       "CONNACK)</h2>\n");
+		printf("</table>\n<h2>Latency by percentile (throughput: from the intended send time; "
+		       "connect: CONNACK; request: command to reply)</h2>\n");
 		percentile_svg(runs, n);
-		printf("<h2>Throughput over time</h2>\n");
+		printf("<h2>Latency over time (throughput and fan-out runs)</h2>\n");
+		p99_timeline_svg(runs, n);
+		printf("<h2>Deliveries per second (throughput and fan-out runs)</h2>\n");
 		timeline_svg(runs, n);
 		printf("</body></html>\n");
 	}
-	for (int r = 0; r < n; r++) {
+	for (int r = 0; r < n; r++)
 		if (runs[r].has_lat)
 			mqc_hist_free(&runs[r].lat);
-		cJSON_Delete(runs[r].doc);
-	}
+	for (int d = 0; d < ndocs; d++)
+		cJSON_Delete(docs[d]);
 	return rc;
 }

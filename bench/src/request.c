@@ -12,6 +12,7 @@
  * A timed-out request is recorded at the timeout value and counted.
  */
 #define _GNU_SOURCE
+#include <cjson/cJSON.h>
 #include <mosquitto.h>
 #include <mqtt_protocol.h>
 #include <pthread.h>
@@ -330,27 +331,24 @@ int bench_run_request(const struct bench_opts *o)
 			rc = 1;
 	}
 	if (o->json) {
-		printf("{\"scenario\":\"request\",\"broker\":\"%s\",\"config\":{\"concurrency\":%u,"
-		       "\"rate\":%.3f,\"duration_ns\":%llu,\"pool_size\":%u,\"topic\":\"%s\"},\"modes\":{",
-		    o->broker, o->concurrency, o->rate, (unsigned long long)o->duration_ns, o->pool_size,
-		    o->pub_topic);
-		bool first = true;
+		cJSON *root = bench_result_new(o);
+		cJSON *modes = cJSON_AddObjectToObject(root, "modes");
 		for (int m = 0; m < 3; m++) {
 			if (!r[m].ran)
 				continue;
-			printf("%s\"%s\":{\"requests_per_second\":%.1f,\"ok\":%llu,\"timeouts\":%llu,"
-			       "\"errors\":%llu,",
-			    first ? "" : ",", mode_names[m], r[m].rate, (unsigned long long)r[m].done,
-			    (unsigned long long)r[m].timeouts, (unsigned long long)r[m].errors);
+			cJSON *one = cJSON_AddObjectToObject(modes, mode_names[m]);
+			cJSON_AddNumberToObject(one, "requests_per_second", r[m].rate);
+			cJSON_AddNumberToObject(one, "ok", (double)r[m].done);
+			cJSON_AddNumberToObject(one, "timeouts", (double)r[m].timeouts);
+			cJSON_AddNumberToObject(one, "errors", (double)r[m].errors);
 			if (r[m].p0.ok && r[m].p1.ok && r[m].p1.has_connects)
-				printf("\"connects\":%.0f,", r[m].p1.connects - r[m].p0.connects);
+				cJSON_AddNumberToObject(one, "connects", r[m].p1.connects - r[m].p0.connects);
 			if (r[m].p0.ok && r[m].p1.ok)
-				printf("\"disconnects\":%.0f,", r[m].p1.disconnects - r[m].p0.disconnects);
-			bench_json_hist(stdout, "latency", &r[m].lat);
-			printf("}");
-			first = false;
+				cJSON_AddNumberToObject(
+				    one, "disconnects", r[m].p1.disconnects - r[m].p0.disconnects);
+			cJSON_AddItemToObject(one, "latency", bench_latency_json(&r[m].lat));
 		}
-		printf("}}\n");
+		bench_result_print(root);
 	} else {
 		printf("request %s against %s: concurrency %u, %.1fs per mode, %s\n", o->pub_topic,
 		    o->broker, o->concurrency, (double)o->duration_ns / 1e9,

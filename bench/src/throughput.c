@@ -21,6 +21,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "mqbench.h"
 #include "mqc_clock.h"
 
@@ -476,54 +478,54 @@ static void report(struct bench *b, const struct probe_sample *p0, const struct 
 	double loss_pct = n->expected ? 100.0 * (double)n->loss / (double)n->expected : 0;
 	const char *name = o->scenario == SC_FANOUT ? "fanout" : "throughput";
 	if (o->json) {
-		FILE *out = stdout;
-		fprintf(out, "{\"scenario\":\"%s\",\"broker\":\"%s\",\"run_id\":%u,", name, o->broker,
-		    b->run_id);
-		fprintf(out,
-		    "\"config\":{\"publishers\":%u,\"rate\":%.3f,\"subscribers\":%u,\"topics\":%u,"
-		    "\"qos\":%d,\"protocol\":\"%s\",\"size\":%zu,\"duration_ns\":%llu,"
-		    "\"clock\":\"CLOCK_MONOTONIC mapped to the Unix epoch at start\"},",
-		    b->npubs, o->rate, b->nsubs, o->topics, o->qos, o->protocol == 5 ? "5" : "3.1.1",
-		    o->size, (unsigned long long)o->duration_ns);
-		fprintf(out,
-		    "\"counts\":{\"scheduled\":%llu,\"sent\":%llu,\"acked\":%llu,\"expected\":%llu,"
-		    "\"delivered\":%llu,\"duplicates\":%llu,\"out_of_order\":%llu,\"loss\":%llu,"
-		    "\"shortfall\":%llu,\"foreign\":%llu,\"generator_saturated\":%s,"
-		    "\"lost_with_subscriber\":%llu,\"not_received\":%llu,\"drain_ns\":%llu},",
-		    (unsigned long long)n->scheduled, (unsigned long long)n->sent,
-		    (unsigned long long)n->acked, (unsigned long long)n->expected,
-		    (unsigned long long)n->delivered, (unsigned long long)n->duplicates,
-		    (unsigned long long)n->out_of_order, (unsigned long long)n->loss,
-		    (unsigned long long)n->shortfall, (unsigned long long)n->foreign,
-		    n->generator_saturated ? "true" : "false", (unsigned long long)n->lost_with_subscriber,
-		    (unsigned long long)n->not_received, (unsigned long long)o->drain_ns);
-		fprintf(out, "\"elapsed_ns\":%llu,\"latency\":{", (unsigned long long)elapsed);
-		bench_json_hist(out, "intended", &b->lat);
-		fputc(',', out);
-		bench_json_hist(out, "actual", &b->actual);
-		fputc(',', out);
-		bench_json_hist(out, "schedule_lag", &b->lag);
-		fputc(',', out);
-		bench_json_hist(out, "publisher_to_broker", &b->to_broker);
-		fputc(',', out);
-		bench_json_hist(out, "broker_to_subscriber", &b->from_broker);
-		fprintf(out, "},\"cpu_seconds\":{\"mqbench\":%.3f,\"broker\":%.3f},\"timeline\":[",
-		    self_cpu, broker_cpu);
-		for (size_t i = 0; i < b->nseconds; i++)
-			fprintf(out, "%s{\"t\":%.3f,\"sent\":%llu,\"delivered\":%llu,\"p99\":%llu}",
-			    i ? "," : "", b->seconds[i].t, (unsigned long long)b->seconds[i].sent,
-			    (unsigned long long)b->seconds[i].delivered, (unsigned long long)b->seconds[i].p99);
-		fprintf(out, "]");
-		if (p0->ok && p1->ok)
-			fprintf(out,
-			    ",\"probe\":{\"connects\":%.0f,\"disconnects\":%.0f,\"messages_in\":%.0f,"
-			    "\"routing_checks\":%.0f,\"routing_checks_per_message\":%.3f}",
-			    p1->connects - p0->connects, p1->disconnects - p0->disconnects,
-			    p1->messages_in - p0->messages_in, p1->routing_checks - p0->routing_checks,
+		cJSON *root = bench_result_new(o);
+		cJSON_AddNumberToObject(root, "run_id", b->run_id);
+		cJSON_AddStringToObject(root, "clock", "CLOCK_MONOTONIC mapped to the Unix epoch at start");
+		cJSON *c = cJSON_AddObjectToObject(root, "counts");
+		cJSON_AddNumberToObject(c, "scheduled", (double)n->scheduled);
+		cJSON_AddNumberToObject(c, "sent", (double)n->sent);
+		cJSON_AddNumberToObject(c, "acked", (double)n->acked);
+		cJSON_AddNumberToObject(c, "expected", (double)n->expected);
+		cJSON_AddNumberToObject(c, "delivered", (double)n->delivered);
+		cJSON_AddNumberToObject(c, "duplicates", (double)n->duplicates);
+		cJSON_AddNumberToObject(c, "out_of_order", (double)n->out_of_order);
+		cJSON_AddNumberToObject(c, "loss", (double)n->loss);
+		cJSON_AddNumberToObject(c, "shortfall", (double)n->shortfall);
+		cJSON_AddNumberToObject(c, "foreign", (double)n->foreign);
+		cJSON_AddBoolToObject(c, "generator_saturated", n->generator_saturated);
+		cJSON_AddNumberToObject(c, "lost_with_subscriber", (double)n->lost_with_subscriber);
+		cJSON_AddNumberToObject(c, "not_received", (double)n->not_received);
+		cJSON_AddNumberToObject(root, "elapsed_ns", (double)elapsed);
+		cJSON *l = cJSON_AddObjectToObject(root, "latency");
+		cJSON_AddItemToObject(l, "intended", bench_latency_json(&b->lat));
+		cJSON_AddItemToObject(l, "actual", bench_latency_json(&b->actual));
+		cJSON_AddItemToObject(l, "schedule_lag", bench_latency_json(&b->lag));
+		cJSON_AddItemToObject(l, "publisher_to_broker", bench_latency_json(&b->to_broker));
+		cJSON_AddItemToObject(l, "broker_to_subscriber", bench_latency_json(&b->from_broker));
+		cJSON *cpu = cJSON_AddObjectToObject(root, "cpu_seconds");
+		cJSON_AddNumberToObject(cpu, "mqbench", self_cpu);
+		cJSON_AddNumberToObject(cpu, "broker", broker_cpu);
+		cJSON *tl = cJSON_AddArrayToObject(root, "timeline");
+		for (size_t i = 0; i < b->nseconds; i++) {
+			cJSON *s = cJSON_CreateObject();
+			cJSON_AddNumberToObject(s, "t", b->seconds[i].t);
+			cJSON_AddNumberToObject(s, "sent", (double)b->seconds[i].sent);
+			cJSON_AddNumberToObject(s, "delivered", (double)b->seconds[i].delivered);
+			cJSON_AddNumberToObject(s, "p99", (double)b->seconds[i].p99);
+			cJSON_AddItemToArray(tl, s);
+		}
+		if (p0->ok && p1->ok) {
+			cJSON *pr = cJSON_AddObjectToObject(root, "probe");
+			cJSON_AddNumberToObject(pr, "connects", p1->connects - p0->connects);
+			cJSON_AddNumberToObject(pr, "disconnects", p1->disconnects - p0->disconnects);
+			cJSON_AddNumberToObject(pr, "messages_in", p1->messages_in - p0->messages_in);
+			cJSON_AddNumberToObject(pr, "routing_checks", p1->routing_checks - p0->routing_checks);
+			cJSON_AddNumberToObject(pr, "routing_checks_per_message",
 			    p1->routing_count > p0->routing_count
 			        ? (p1->routing_sum - p0->routing_sum) / (p1->routing_count - p0->routing_count)
 			        : 0.0);
-		fprintf(out, "}\n");
+		}
+		bench_result_print(root);
 		return;
 	}
 	printf("%s %upub x%.0f/s -> %usub qos%d against %s\n", name, b->npubs, o->rate, b->nsubs,

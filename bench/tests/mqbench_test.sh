@@ -153,13 +153,55 @@ expect_exit 1 "is a connect result" -- "$MQB" merge "$tmp/pod-a.json" "$tmp/c.js
 
 "$MQB" report "$tmp/pod-a.json" "$tmp/c.json" >"$tmp/report.html" 2>"$tmp/report.err" \
   || fail "report: $(cat "$tmp/report.err")"
-if [ "$(grep -c '<svg' "$tmp/report.html")" = 2 ] && grep -q '</html>' "$tmp/report.html" &&
-   ! grep -qE 'https?://[^"]*\.(js|css)' "$tmp/report.html"; then
-  pass "report: one self-contained page with 2 charts"
+if [ "$(grep -c '<svg' "$tmp/report.html")" = 3 ] && grep -q '</html>' "$tmp/report.html" &&
+   ! grep -qE 'https?://[^"]*\.(js|css)' "$tmp/report.html" &&
+   grep -q '&#9632; pod-a</td>' "$tmp/report.html" && grep -q 'connected 500 of 500' "$tmp/report.html" &&
+   grep -q 'loss 0 (0.00%), shortfall 0' "$tmp/report.html" && grep -q 'rate=300 ' "$tmp/report.html" &&
+   grep -q 'Latency over time' "$tmp/report.html"; then
+  pass "report: one self-contained page: runs by label, settings, loss and shortfall, connections, 3 charts"
 else
   fail "report: $(head -c 300 "$tmp/report.html")"
 fi
 expect_exit 1 "is not an mqbench --json result" -- "$MQB" report "$tmp/env"
+
+# --- results: one JSON writer, every scenario ------------------------------------------------
+# A topic holding '"' and '\' stays valid JSON; every result says what made it.
+"$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --rate 100 --duration 0.5s --label 'quote "q" \ back' \
+  --pub-topic 'mqb/"odd"\topic' --sub-filter 'mqb/"odd"\topic' --json >"$tmp/odd.json" 2>"$tmp/odd.err" \
+  || fail "odd topic: $(cat "$tmp/odd.err")"
+if python3 - "$tmp/odd.json" "$tmp/c.json" "$tmp/merged.json" <<'PY'
+import json, sys
+odd = json.load(open(sys.argv[1]))
+assert odd["settings"]["pub_topic"] == 'mqb/"odd"\\topic', odd["settings"]
+assert odd["label"] == 'quote "q" \\ back', odd["label"]
+for path in sys.argv[1:]:
+    d = json.load(open(path))
+    for key in ("format", "format_version", "mqbench_version", "date", "label", "scenario", "settings"):
+        assert key in d, (path, key)
+    assert d["format"] == "mqbench-result" and d["format_version"] == 2, path
+PY
+then pass "--json: valid with quotes and backslashes in a topic; format, version, date, label, settings in every result"
+else fail "--json results: $(head -c 300 "$tmp/odd.json")"; fi
+
+# merge refuses results whose settings differ, unless told
+"$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --rate 200 --subscribers 2 --duration 1s --json >"$tmp/r200.json" 2>/dev/null
+expect_exit 1 "was run with other settings (rate 300 against 200)" -- "$MQB" merge "$tmp/pod-a.json" "$tmp/r200.json"
+"$MQB" merge --json --force "$tmp/pod-a.json" "$tmp/r200.json" >"$tmp/forced.json" 2>/dev/null \
+  && grep -q '"settings_differ":true' "$tmp/forced.json" \
+  && pass "merge --force: merged, marked settings_differ" || fail "merge --force: $(head -c 300 "$tmp/forced.json")"
+# merge takes every scenario: connect results, and request results mode by mode
+"$MQB" merge --json "$tmp/c.json" "$tmp/c.json" >"$tmp/c2.json" 2>"$tmp/c2.err" \
+  && [ "$(json "$tmp/c2.json" connected)" = 1000 ] && pass "merge: two connect results, 1000 connected" \
+  || fail "merge connect: $(cat "$tmp/c2.err") $(head -c 300 "$tmp/c2.json")"
+"$MQB" hgrm "$tmp/pod-a.json" >"$tmp/a.hgrm" 2>"$tmp/hgrm.err"
+if head -n 1 "$tmp/a.hgrm" | grep -q "Value *Percentile *TotalCount 1/(1-Percentile)" &&
+   grep -q "^#\[Max *= *[0-9.]*, Total count *= *$count_a\]" "$tmp/a.hgrm" &&
+   grep -q "^#\[Mean" "$tmp/a.hgrm"; then
+  pass "hgrm: HdrHistogram's percentile distribution, $count_a samples"
+else
+  fail "hgrm: $(head -n 3 "$tmp/a.hgrm") $(tail -n 3 "$tmp/a.hgrm") $(cat "$tmp/hgrm.err")"
+fi
+expect_exit 1 "has no latency histogram called nothing" -- "$MQB" hgrm "$tmp/pod-a.json" nothing
 
 # --- coordinated omission: a 500 ms broker stall must show up in the tail --------------------
 "$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --rate 1000 --duration 3s --qos 1 --json \
@@ -274,7 +316,7 @@ for _ in $(seq 50); do grep -q RESPONDER_READY "$tmp/resp" && break; sleep 0.1; 
 "$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --rate 100 --duration 2s \
   --pub-topic mqbench-acc/cmd --sub-filter mqbench-acc/cmd/reply --json >"$tmp/acc.json" 2>"$tmp/acc.err" \
   || fail "accuracy run: $(cat "$tmp/acc.err")"
-min=$(grep -o '"intended":{[^}]*"min":[0-9]*' "$tmp/acc.json" | grep -o '"min":[0-9]*' | cut -d: -f2)
+min=$(hist "$tmp/acc.json" intended min)
 p50=$(hist "$tmp/acc.json" intended p50)
 if [ "${min:-0}" -ge 20000000 ] && [ "${p50:-0}" -le 30000000 ]; then
   pass "a 20 ms device: min $((min / 1000)) us, p50 $((p50 / 1000)) us"
@@ -323,6 +365,12 @@ if grep -q "closed loop: max .* is over 100x p99" "$tmp/stall-closed.err" &&
 else
   fail "stall in request runs: closed p99 $p99_closed open p99 $p99_open; $(cat "$tmp/stall-closed.err" "$tmp/stall-open.err" | tail -n 4)"
 fi
+# merge takes request results too, mode by mode
+"$MQB" merge --json "$tmp/req.json" "$tmp/req.json" >"$tmp/req2m.json" 2>"$tmp/req2m.err"
+pool_ok=$(grep -o '"pool":{[^}]*"ok":[0-9]*' "$tmp/req.json" | grep -o '[0-9]*$')
+pool_ok2=$(grep -o '"pool":{[^}]*"ok":[0-9]*' "$tmp/req2m.json" | grep -o '[0-9]*$')
+[ -n "$pool_ok" ] && [ "$pool_ok2" = $((pool_ok * 2)) ] && pass "merge: request results, mode by mode (pool ok $pool_ok x 2)" \
+  || fail "merge request: $(cat "$tmp/req2m.err") $(head -c 300 "$tmp/req2m.json")"
 # --metrics-url by host name (libcurl): the broker columns filled, numbers not dashes.
 metrics_port=${METRICS_URL#http://127.0.0.1:}
 metrics_port=${metrics_port%%/*}

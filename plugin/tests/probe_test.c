@@ -334,7 +334,12 @@ static void sighup_keeps_counters_and_acls(void **state)
 	assert_int_equal(tb_client_connect(&o, &c, &reason, err, sizeof err), 0);
 	assert_int_equal(tb_client_publish(c, "other/x", "x", 1, 1, false, NULL), 0x87);
 	assert_int_equal(tb_client_publish(c, "limited/x", "x", 1, 1, false, NULL), 0);
+	/* Gone for the broker too before the next test reads the connected gauge. */
+	double connected = metric("mosquitto_connected_clients");
 	tb_client_destroy(c);
+	for (int k = 0; k < 100 && metric("mosquitto_connected_clients") != connected - 1; k++)
+		nanosleep(&(struct timespec) { .tv_nsec = 20000000 }, NULL);
+	assert_true(metric("mosquitto_connected_clients") == connected - 1);
 }
 
 /* SIGHUP makes the broker authenticate every session again, the offline persistent ones too:
