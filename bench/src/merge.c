@@ -309,11 +309,14 @@ int bench_merge(int argc, char **argv)
 		cJSON_AddBoolToObject(root, "settings_differ", m.settings_differ);
 		cJSON *item;
 		while ((item = m.out->child)) {
+			/* cJSON frees the item's own key before copying the one it is given */
+			char key[64];
+			snprintf(key, sizeof key, "%s", item->string);
 			cJSON_DetachItemViaPointer(m.out, item);
-			if (cJSON_GetObjectItem(root, item->string))
-				cJSON_ReplaceItemInObject(root, item->string, item);
+			if (cJSON_GetObjectItem(root, key))
+				cJSON_ReplaceItemInObject(root, key, item);
 			else
-				cJSON_AddItemToObject(root, item->string, item);
+				cJSON_AddItemToObject(root, key, item);
 		}
 		if (bench_result_print(root) != 0)
 			rc = 1;
