@@ -184,7 +184,8 @@ int bench_hist_from_json(const cJSON *h, struct mqc_hist *out)
 	{
 		uint64_t idx, n;
 		if (!json_uint(cJSON_GetArrayItem(b, 0), (double)out->nbuckets - 1, &idx)
-		    || !json_uint(cJSON_GetArrayItem(b, 1), counts_max, &n) || count + n > counts_max) {
+		    || !json_uint(cJSON_GetArrayItem(b, 1), counts_max, &n)
+		    || (double)(count + n) > counts_max) {
 			mqc_hist_free(out);
 			return -1;
 		}
@@ -193,7 +194,7 @@ int bench_hist_from_json(const cJSON *h, struct mqc_hist *out)
 	}
 	const cJSON *o = cJSON_GetObjectItem(h, "overflow"), *mx = cJSON_GetObjectItem(h, "max"),
 	            *mn = cJSON_GetObjectItem(h, "min"), *sum = cJSON_GetObjectItem(h, "sum");
-	if ((o && !json_uint(o, counts_max, &overflow)) || count + overflow > counts_max
+	if ((o && !json_uint(o, counts_max, &overflow)) || (double)(count + overflow) > counts_max
 	    || (mx && !json_uint(mx, 18446744073709549568.0, &max))
 	    || (mn && !json_uint(mn, 18446744073709549568.0, &min))) {
 		mqc_hist_free(out);
