@@ -75,6 +75,8 @@ struct probe_sample {
 	bool ok;
 	bool has_connects; /* the probe counts connects only with its observe_auth */
 	double connects, disconnects, messages_in;
+	bool has_deliveries; /* mosquitto 2.1: the probe counts PUBLISH packets sent (MESSAGE_OUT) */
+	double deliveries;
 	/* ACL READ checks while routing (observe_auth): an upper bound on deliveries, not them */
 	double routing_checks, routing_sum, routing_count;
 	double cpu_seconds, resident_bytes;

@@ -130,6 +130,7 @@ void bench_probe_read(const char *metrics_url, struct probe_sample *s)
 	s->ok = found;
 	s->connects = bench_prom_sum(b.data, "mosquitto_connects_total", &s->has_connects);
 	s->disconnects = bench_prom_sum(b.data, "mosquitto_disconnects_total", &found);
+	s->deliveries = bench_prom_sum(b.data, "mosquitto_deliveries_total", &s->has_deliveries);
 	s->routing_checks = bench_prom_sum(b.data, "mosquitto_routing_checks_total", &found);
 	s->routing_sum = bench_prom_sum(b.data, "mosquitto_message_routing_checks_sum", &found);
 	s->routing_count = bench_prom_sum(b.data, "mosquitto_message_routing_checks_count", &found);

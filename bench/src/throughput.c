@@ -519,6 +519,8 @@ static void report(struct bench *b, const struct probe_sample *p0, const struct 
 			cJSON_AddNumberToObject(pr, "connects", p1->connects - p0->connects);
 			cJSON_AddNumberToObject(pr, "disconnects", p1->disconnects - p0->disconnects);
 			cJSON_AddNumberToObject(pr, "messages_in", p1->messages_in - p0->messages_in);
+			if (p0->has_deliveries && p1->has_deliveries)
+				cJSON_AddNumberToObject(pr, "deliveries", p1->deliveries - p0->deliveries);
 			cJSON_AddNumberToObject(pr, "routing_checks", p1->routing_checks - p0->routing_checks);
 			cJSON_AddNumberToObject(pr, "routing_checks_per_message",
 			    p1->routing_count > p0->routing_count
@@ -564,6 +566,10 @@ static void report(struct bench *b, const struct probe_sample *p0, const struct 
 		if (fc > 0 || p1->connects > 0)
 			printf("   connects +%.0f", p1->connects - p0->connects);
 		printf("\n");
+		if (p0->has_deliveries && p1->has_deliveries)
+			printf("broker (probe): deliveries +%.0f (PUBLISH packets sent: mosquitto 2.1's "
+			       "MESSAGE_OUT, after ACL and queue limits; any client's, this run's included)\n",
+			    p1->deliveries - p0->deliveries);
 		/* What mosquitto 2.0 lets a plugin see is the routing, not the delivery: say so right
 		 * under mqbench's own exact count. */
 		if (fc > 0)

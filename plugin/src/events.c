@@ -158,6 +158,15 @@ int probe_events__basic_auth(int event, void *event_data, void *userdata)
 	return MOSQ_ERR_PLUGIN_DEFER;
 }
 
+int probe_events__message_out(int event, void *event_data, void *userdata)
+{
+	(void)event;
+	(void)event_data; /* read nothing, change nothing: the message goes out as it is */
+	struct probe_state *s = userdata;
+	probe_add(&s->metrics.deliveries, 1);
+	return MOSQ_ERR_SUCCESS;
+}
+
 int probe_events__acl_check(int event, void *event_data, void *userdata)
 {
 	(void)event;

@@ -104,9 +104,18 @@ static void histogram(struct probe_buf *b, const char *name, const char *help,
 void probe_metrics__render_prometheus(const struct probe_metrics *m, const struct probe_process *p,
     bool observe_auth, struct probe_buf *b)
 {
-	header(b, "mosquitto_probe_info", "gauge", "The mqtt_probe plugin: version and mode.");
-	probe_buf__printf(b, "mosquitto_probe_info{version=\"%s\",mode=\"%s\"} 1\n", PROBE_VERSION,
-	    observe_auth ? "observe_auth" : "default");
+	bool deliveries = atomic_load(&m->has_deliveries);
+	header(b, "mosquitto_probe_info", "gauge",
+	    "The mqtt_probe plugin: version, mode, and which broker events it counts with "
+	    "(events=\"2.1\": MESSAGE_OUT, true deliveries; \"2.0\": none).");
+	probe_buf__printf(b, "mosquitto_probe_info{version=\"%s\",mode=\"%s\",events=\"%s\"} 1\n",
+	    PROBE_VERSION, observe_auth ? "observe_auth" : "default", deliveries ? "2.1" : "2.0");
+	if (deliveries)
+		counter(b, "mosquitto_deliveries_total",
+		    "PUBLISH packets the broker sent to clients (mosquitto 2.1's MESSAGE_OUT): after "
+		    "the ACL decision and queue limits; includes retained messages sent on subscribe "
+		    "and QoS 1/2 resends.",
+		    probe_get(&m->deliveries));
 
 	header(b, "mosquitto_messages_received_total", "counter",
 	    "Inbound PUBLISH messages the broker accepted (after its ACL check), by QoS and "
@@ -213,6 +222,8 @@ void probe_metrics__render_json(const struct probe_metrics *m, const struct prob
 	    (unsigned long long)probe_get(&m->disconnects_identified),
 	    (unsigned long long)probe_get(&m->disconnects_anonymous),
 	    (unsigned long long)probe_get(&m->stamp_failures));
+	if (atomic_load(&m->has_deliveries))
+		probe_buf__printf(b, ",\"deliveries\":%llu", (unsigned long long)probe_get(&m->deliveries));
 	if (observe_auth) {
 		probe_buf__printf(b, ",\"connects\":%llu,\"connected\":%llu,\"routing_checks\":%llu,",
 		    (unsigned long long)probe_get(&m->connects),

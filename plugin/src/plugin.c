@@ -25,6 +25,7 @@
 struct probe_instance {
 	mosquitto_plugin_id_t *id;
 	bool observe_auth;
+	bool message_out; /* mosquitto 2.1: MESSAGE_OUT registered */
 };
 
 static struct probe_state state;
@@ -119,6 +120,16 @@ PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void *
 			goto fail;
 		}
 	}
+	/* One .so for 2.0 and 2.1: 2.1 knows MESSAGE_OUT and so counts true deliveries; 2.0
+	 * answers MOSQ_ERR_NOT_SUPPORTED and the probe keeps its 2.0 counts. */
+	rc = mosquitto_callback_register(
+	    identifier, PROBE_EVT_MESSAGE_OUT, probe_events__message_out, NULL, &state);
+	inst->message_out = rc == MOSQ_ERR_SUCCESS;
+	if (rc != MOSQ_ERR_SUCCESS && rc != MOSQ_ERR_NOT_SUPPORTED)
+		mosquitto_log_printf(MOSQ_LOG_WARNING,
+		    "mqtt_probe: cannot register MESSAGE_OUT (error %d): no delivery count", rc);
+	if (inst->message_out)
+		atomic_store(&state.metrics.has_deliveries, true);
 	state.refs++;
 	*userdata = inst;
 
@@ -127,9 +138,11 @@ PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void *
 		snprintf(
 		    where, sizeof where, "http://%s:%d/metrics", state.cfg.http_host, state.cfg.http_port);
 	mosquitto_log_printf(MOSQ_LOG_NOTICE,
-	    "mqtt_probe %s: stamp %s, metrics %s, " PROBE_SYS_TOPIC " every %u s, observe_auth %s",
+	    "mqtt_probe %s: stamp %s, metrics %s, " PROBE_SYS_TOPIC
+	    " every %u s, observe_auth %s, deliveries %s",
 	    PROBE_VERSION, state.cfg.stamp ? PROBE_STAMP_KEY : "off", where, state.cfg.sys_interval_s,
-	    state.cfg.observe_auth ? "ON" : "off");
+	    state.cfg.observe_auth ? "ON" : "off",
+	    inst->message_out ? "counted (MESSAGE_OUT)" : "not visible (no MESSAGE_OUT: 2.0)");
 	if (state.cfg.observe_auth)
 		mosquitto_log_printf(MOSQ_LOG_WARNING,
 		    "mqtt_probe: observe_auth is ON: the probe answers DEFER to every authentication and "
@@ -156,6 +169,9 @@ PROBE_EXPORT int mosquitto_plugin_cleanup(
 	if (!inst)
 		return MOSQ_ERR_SUCCESS;
 	unregister(inst, NEVENTS); /* 2.0 does not do it for us */
+	if (inst->message_out)
+		mosquitto_callback_unregister(
+		    inst->id, PROBE_EVT_MESSAGE_OUT, probe_events__message_out, NULL);
 	free(inst);
 	if (--state.refs == 0) {
 		probe_http__stop(state.http); /* joins the HTTP thread before dlclose */

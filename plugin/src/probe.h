@@ -57,6 +57,9 @@ struct probe_metrics {
 	probe_counter disconnects_anonymous; /* sockets that never had a client id */
 	probe_counter stamp_failures;
 	probe_counter sys_publish_failures;
+	/* mosquitto 2.1 (MESSAGE_OUT registered): PUBLISH packets sent to clients */
+	atomic_bool has_deliveries; /* set once at load, before anything reads it */
+	probe_counter deliveries;
 	/* observe_auth only */
 	probe_counter connects;
 	probe_counter connected;
@@ -180,6 +183,10 @@ int probe_events__disconnect(int event, void *event_data, void *userdata);
 int probe_events__tick(int event, void *event_data, void *userdata);
 int probe_events__basic_auth(int event, void *event_data, void *userdata);
 int probe_events__acl_check(int event, void *event_data, void *userdata);
+/* mosquitto 2.1's MESSAGE_OUT (27): one call per PUBLISH the broker sends; 2.0 has no such event
+ * and refuses its registration with MOSQ_ERR_NOT_SUPPORTED. */
+#define PROBE_EVT_MESSAGE_OUT 27
+int probe_events__message_out(int event, void *event_data, void *userdata);
 
 /** Publish the JSON figures on PROBE_SYS_TOPIC (retained, with a message expiry). */
 void probe_events__publish_sys(struct probe_state *s);
