@@ -247,7 +247,9 @@ static void http_answers_wrong_paths_and_methods(void **state)
 	mqc_http_raw(port, garbage, sizeof garbage - 1, 5000, &r); /* any answer, or a close */
 	assert_true(r.status == -1 || r.status >= 400);
 	mqc_http_response_free(&r);
-	assert_true(metric("mosquitto_probe_info{version=\"0.1.0\",mode=\"observe_auth\"}") == 1);
+	assert_true(
+	    metric("mosquitto_probe_info{version=\"0.1.0\",mode=\"observe_auth\",events=\"2.0\"}")
+	    == 1);
 }
 
 struct scraper {

@@ -118,7 +118,7 @@ static void message_is_counted_and_stamped(void **state)
 	assert_false(b.failed);
 	b.data[b.len] = '\0';
 	static const char *expected[] = {
-		"mosquitto_probe_info{version=\"" PROBE_VERSION "\",mode=\"default\"} 1",
+		"mosquitto_probe_info{version=\"" PROBE_VERSION "\",mode=\"default\",events=\"2.0\"} 1",
 		"mosquitto_messages_received_total{qos=\"0\",retain=\"false\"} 1",
 		"mosquitto_messages_received_total{qos=\"1\",retain=\"true\"} 1",
 		"mosquitto_messages_received_total{qos=\"2\",retain=\"false\"} 1",
