@@ -99,11 +99,61 @@ int probe_events__message(int event, void *event_data, void *userdata)
 	return MOSQ_ERR_SUCCESS; /* anything else would drop the message or kick the publisher */
 }
 
+/* The first two fields of 2.1's CONNECT, DISCONNECT and CLIENT_OFFLINE event data (the 2.0
+ * headers this is built with do not declare the first and the last). */
+struct probe_evt_client {
+	void *future;
+	struct mosquitto *client;
+};
+
+/* 2.1: a connection accepted (after its CONNACK) joins the set, once. */
+int probe_events__connect(int event, void *event_data, void *userdata)
+{
+	(void)event;
+	const struct probe_evt_client *ed = event_data;
+	struct probe_state *s = userdata;
+	struct probe_client *c;
+	HASH_FIND_PTR(s->clients, &ed->client, c);
+	if (!c && (c = calloc(1, sizeof *c))) {
+		c->client = ed->client;
+		HASH_ADD_PTR(s->clients, client, c);
+		probe_add(&s->metrics.connected, 1);
+	}
+	probe_add(&s->metrics.connects, 1);
+	return MOSQ_ERR_SUCCESS;
+}
+
+/* 2.1: a connection ended (DISCONNECT or CLIENT_OFFLINE). identity="client" means it had been
+ * accepted; a refused login or a socket that never connected is "none". */
+static void gone21(struct probe_state *s, const struct mosquitto *client)
+{
+	struct probe_client *c;
+	HASH_FIND_PTR(s->clients, &client, c);
+	if (c) {
+		probe_add(&s->metrics.disconnects_identified, 1);
+		probe_sub(&s->metrics.connected, 1);
+		client_drop(s, c);
+	} else {
+		probe_add(&s->metrics.disconnects_anonymous, 1);
+	}
+}
+
+int probe_events__client_offline(int event, void *event_data, void *userdata)
+{
+	(void)event;
+	gone21(userdata, ((const struct probe_evt_client *)event_data)->client);
+	return MOSQ_ERR_SUCCESS;
+}
+
 int probe_events__disconnect(int event, void *event_data, void *userdata)
 {
 	(void)event;
 	struct mosquitto_evt_disconnect *ed = event_data;
 	struct probe_state *s = userdata;
+	if (s->events21) {
+		gone21(s, ed->client);
+		return MOSQ_ERR_SUCCESS;
+	}
 	if (mosquitto_client_id(ed->client))
 		probe_add(&s->metrics.disconnects_identified, 1);
 	else
@@ -134,6 +184,8 @@ int probe_events__basic_auth(int event, void *event_data, void *userdata)
 	struct mosquitto_evt_basic_auth *ed = event_data;
 	struct probe_state *s = userdata;
 	struct probe_client *c;
+	if (s->events21)
+		return MOSQ_ERR_PLUGIN_DEFER; /* 2.1 counts connects from CONNECT */
 	/* SIGHUP re-runs authentication for every session: a connected client is counted once,
 	 * an offline session not at all. */
 	HASH_FIND_PTR(s->clients, &ed->client, c);

@@ -147,7 +147,16 @@ void probe_metrics__render_prometheus(const struct probe_metrics *m, const struc
 	counter(b, "mosquitto_probe_sys_publish_failures_total",
 	    "Failed publications of " PROBE_SYS_TOPIC ".", probe_get(&m->sys_publish_failures));
 
-	if (observe_auth) {
+	if (atomic_load(&m->connect_events)) {
+		counter(b, "mosquitto_connects_total",
+		    "Connections the broker accepted (mosquitto 2.1's CONNECT event, after CONNACK).",
+		    probe_get(&m->connects));
+		header(b, "mosquitto_connected_clients", "gauge",
+		    "Accepted connections that have not closed (2.1: CONNECT, DISCONNECT, "
+		    "CLIENT_OFFLINE).");
+		probe_buf__printf(
+		    b, "mosquitto_connected_clients %llu\n", (unsigned long long)probe_get(&m->connected));
+	} else if (observe_auth) {
 		counter(b, "mosquitto_connects_total",
 		    "CONNECT packets that reached authentication (observe_auth), including ones "
 		    "then refused.",
@@ -156,6 +165,8 @@ void probe_metrics__render_prometheus(const struct probe_metrics *m, const struc
 		    "Connections that reached authentication and have not closed (observe_auth).");
 		probe_buf__printf(
 		    b, "mosquitto_connected_clients %llu\n", (unsigned long long)probe_get(&m->connected));
+	}
+	if (observe_auth) {
 		/* Not deliveries: mosquitto 2.0 makes the READ check before the ACL decision and
 		 * before a full queue drops the message, and has no per-delivery event. */
 		counter(b, "mosquitto_routing_checks_total",
@@ -224,11 +235,13 @@ void probe_metrics__render_json(const struct probe_metrics *m, const struct prob
 	    (unsigned long long)probe_get(&m->stamp_failures));
 	if (atomic_load(&m->has_deliveries))
 		probe_buf__printf(b, ",\"deliveries\":%llu", (unsigned long long)probe_get(&m->deliveries));
-	if (observe_auth) {
-		probe_buf__printf(b, ",\"connects\":%llu,\"connected\":%llu,\"routing_checks\":%llu,",
+	if (observe_auth || atomic_load(&m->connect_events))
+		probe_buf__printf(b, ",\"connects\":%llu,\"connected\":%llu",
 		    (unsigned long long)probe_get(&m->connects),
-		    (unsigned long long)probe_get(&m->connected),
-		    (unsigned long long)probe_get(&m->routing_checks));
+		    (unsigned long long)probe_get(&m->connected));
+	if (observe_auth) {
+		probe_buf__printf(
+		    b, ",\"routing_checks\":%llu,", (unsigned long long)probe_get(&m->routing_checks));
 		json_buckets(b, "routing_checks_buckets", m->fanout_buckets, probe_fanout_bounds,
 		    PROBE_FANOUT_BUCKETS);
 		probe_buf__printf(

@@ -26,6 +26,7 @@ struct probe_instance {
 	mosquitto_plugin_id_t *id;
 	bool observe_auth;
 	bool message_out; /* mosquitto 2.1: MESSAGE_OUT registered */
+	bool events21;    /* mosquitto 2.1: CONNECT and CLIENT_OFFLINE registered */
 };
 
 static struct probe_state state;
@@ -130,6 +131,23 @@ PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void *
 		    "mqtt_probe: cannot register MESSAGE_OUT (error %d): no delivery count", rc);
 	if (inst->message_out)
 		atomic_store(&state.metrics.has_deliveries, true);
+	/* 2.1 also says when a connection is accepted and when a persistent client leaves: exact
+	 * connects, connected clients and disconnects without observe_auth. Both or neither. */
+	if (mosquitto_callback_register(
+	        identifier, PROBE_EVT_CONNECT, probe_events__connect, NULL, &state)
+	    == MOSQ_ERR_SUCCESS) {
+		if (mosquitto_callback_register(
+		        identifier, PROBE_EVT_CLIENT_OFFLINE, probe_events__client_offline, NULL, &state)
+		    == MOSQ_ERR_SUCCESS)
+			inst->events21 = true;
+		else
+			mosquitto_callback_unregister(
+			    identifier, PROBE_EVT_CONNECT, probe_events__connect, NULL);
+	}
+	if (inst->events21) {
+		state.events21 = true;
+		atomic_store(&state.metrics.connect_events, true);
+	}
 	state.refs++;
 	*userdata = inst;
 
@@ -172,6 +190,11 @@ PROBE_EXPORT int mosquitto_plugin_cleanup(
 	if (inst->message_out)
 		mosquitto_callback_unregister(
 		    inst->id, PROBE_EVT_MESSAGE_OUT, probe_events__message_out, NULL);
+	if (inst->events21) {
+		mosquitto_callback_unregister(inst->id, PROBE_EVT_CONNECT, probe_events__connect, NULL);
+		mosquitto_callback_unregister(
+		    inst->id, PROBE_EVT_CLIENT_OFFLINE, probe_events__client_offline, NULL);
+	}
 	free(inst);
 	if (--state.refs == 0) {
 		probe_http__stop(state.http); /* joins the HTTP thread before dlclose */

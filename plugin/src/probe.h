@@ -60,7 +60,9 @@ struct probe_metrics {
 	/* mosquitto 2.1 (MESSAGE_OUT registered): PUBLISH packets sent to clients */
 	atomic_bool has_deliveries; /* set once at load, before anything reads it */
 	probe_counter deliveries;
-	/* observe_auth only */
+	/* connects and connected: from CONNECT on 2.1 (set at load), else from observe_auth */
+	atomic_bool connect_events;
+	/* observe_auth only (and on 2.1, the two below) */
 	probe_counter connects;
 	probe_counter connected;
 	probe_counter routing_checks; /* ACL READ checks while routing: not deliveries */
@@ -174,6 +176,7 @@ struct probe_state {
 	struct probe_http *http;
 	uint64_t next_sys_ns;
 	int refs;
+	bool events21; /* 2.1's CONNECT and CLIENT_OFFLINE registered: they keep the client set */
 };
 
 #define PROBE_QOS2_TTL_NS (30ULL * 1000000000ULL)
@@ -187,6 +190,12 @@ int probe_events__acl_check(int event, void *event_data, void *userdata);
  * and refuses its registration with MOSQ_ERR_NOT_SUPPORTED. */
 #define PROBE_EVT_MESSAGE_OUT 27
 int probe_events__message_out(int event, void *event_data, void *userdata);
+/* mosquitto 2.1's CONNECT (11: a connection accepted, after CONNACK) and CLIENT_OFFLINE (28: a
+ * client with a persistent session left; DISCONNECT reports only the others on 2.1). */
+#define PROBE_EVT_CONNECT        11
+#define PROBE_EVT_CLIENT_OFFLINE 28
+int probe_events__connect(int event, void *event_data, void *userdata);
+int probe_events__client_offline(int event, void *event_data, void *userdata);
 
 /** Publish the JSON figures on PROBE_SYS_TOPIC (retained, with a message expiry). */
 void probe_events__publish_sys(struct probe_state *s);
