@@ -42,6 +42,42 @@ static void escape(const char *s)
 	}
 }
 
+/* A chart's SVG element and its plot frame. */
+static void svg_open(void)
+{
+	printf("<svg width=\"%d\" height=\"%d\" xmlns=\"http://www.w3.org/2000/svg\" "
+	       "font-family=\"sans-serif\" font-size=\"11\">\n",
+	    W, H);
+	printf("<rect x=\"%d\" y=\"10\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>\n",
+	    PAD, W - PAD - RPAD, H - PAD - 10);
+}
+
+/* Whole decades around lo..hi (ns) for a log-scale latency axis. */
+static void log_range(double lo, double hi, double *ylo, double *yhi)
+{
+	if (lo >= hi)
+		lo = hi / 10;
+	*ylo = floor(log10(lo));
+	*yhi = ceil(log10(hi));
+	if (*yhi <= *ylo)
+		*yhi = *ylo + 1;
+}
+
+/* A grid line and a label ("1us", "10ms") at every decade. */
+static void log_y_axis(double ylo, double yhi)
+{
+	for (double e = ylo; e <= yhi; e++) {
+		double y = H - PAD - (H - PAD - 10) * (e - ylo) / (yhi - ylo);
+		static const char *const units[] = { "ns", "us", "ms", "s" };
+		int exp10 = (int)e, unit = exp10 / 3 > 3 ? 3 : exp10 / 3;
+		char label[24];
+		snprintf(label, sizeof label, "%.0f%s", pow(10, exp10 - 3 * unit), units[unit]);
+		printf("<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>"
+		       "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+		    PAD, y, W - RPAD, y, PAD - 4, y + 4, label);
+	}
+}
+
 /* x: "nines" of the percentile (0 = p0, 1 = p90, 2 = p99, ... up to 5 = p99.999). */
 static double nines(double p)
 {
@@ -58,16 +94,9 @@ static void percentile_svg(struct run *runs, int n)
 		lo = fmin(lo, a > 0 ? a : 1);
 		hi = fmax(hi, b);
 	}
-	if (lo >= hi)
-		lo = hi / 10;
-	double ylo = floor(log10(lo)), yhi = ceil(log10(hi));
-	if (yhi <= ylo)
-		yhi = ylo + 1;
-	printf("<svg width=\"%d\" height=\"%d\" xmlns=\"http://www.w3.org/2000/svg\" "
-	       "font-family=\"sans-serif\" font-size=\"11\">\n",
-	    W, H);
-	printf("<rect x=\"%d\" y=\"10\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>\n",
-	    PAD, W - PAD - RPAD, H - PAD - 10);
+	double ylo, yhi;
+	log_range(lo, hi, &ylo, &yhi);
+	svg_open();
 	static const char *xl[] = { "p0", "p90", "p99", "p99.9", "p99.99", "p99.999" };
 	for (int i = 0; i <= 5; i++) {
 		double x = PAD + (W - PAD - RPAD) * i / 5.0;
@@ -75,16 +104,7 @@ static void percentile_svg(struct run *runs, int n)
 		       "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
 		    x, x, H - PAD, x, H - PAD + 15, xl[i]);
 	}
-	for (double e = ylo; e <= yhi; e++) {
-		double y = H - PAD - (H - PAD - 10) * (e - ylo) / (yhi - ylo);
-		static const char *const units[] = { "ns", "us", "ms", "s" };
-		int exp10 = (int)e, unit = exp10 / 3 > 3 ? 3 : exp10 / 3;
-		char label[24];
-		snprintf(label, sizeof label, "%.0f%s", pow(10, exp10 - 3 * unit), units[unit]);
-		printf("<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>"
-		       "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-		    PAD, y, W - RPAD, y, PAD - 4, y + 4, label);
-	}
+	log_y_axis(ylo, yhi);
 	printf("<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">percentile</text>\n", W / 2, H - 15);
 	for (int r = 0; r < n; r++) {
 		if (!runs[r].has_lat || !runs[r].lat.count)
@@ -119,11 +139,7 @@ static void timeline_svg(struct run *runs, int n)
 			prev_d = d;
 		}
 	}
-	printf("<svg width=\"%d\" height=\"%d\" xmlns=\"http://www.w3.org/2000/svg\" "
-	       "font-family=\"sans-serif\" font-size=\"11\">\n",
-	    W, H);
-	printf("<rect x=\"%d\" y=\"10\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>\n",
-	    PAD, W - PAD - RPAD, H - PAD - 10);
+	svg_open();
 	for (int i = 0; i <= 4; i++) {
 		double y = H - PAD - (H - PAD - 10) * i / 4.0;
 		printf("<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.0f/s</text>\n", PAD - 4, y + 4,
@@ -169,24 +185,10 @@ static void p99_timeline_svg(struct run *runs, int n)
 			}
 		}
 	}
-	if (lo > hi)
-		lo = hi / 10;
-	double ylo = floor(log10(lo)), yhi = ceil(log10(hi));
-	if (yhi <= ylo)
-		yhi = ylo + 1;
-	printf("<svg width=\"%d\" height=\"%d\" xmlns=\"http://www.w3.org/2000/svg\" "
-	       "font-family=\"sans-serif\" font-size=\"11\">\n",
-	    W, H);
-	printf("<rect x=\"%d\" y=\"10\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>\n",
-	    PAD, W - PAD - RPAD, H - PAD - 10);
-	for (double e = ylo; e <= yhi; e++) {
-		double y = H - PAD - (H - PAD - 10) * (e - ylo) / (yhi - ylo);
-		char label[24];
-		bench_fmt_ns((uint64_t)pow(10, e), label, sizeof label);
-		printf("<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>"
-		       "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-		    PAD, y, W - RPAD, y, PAD - 4, y + 4, label);
-	}
+	double ylo, yhi;
+	log_range(lo, hi, &ylo, &yhi);
+	svg_open();
+	log_y_axis(ylo, yhi);
 	for (int i = 0; i <= 4; i++) {
 		double x = PAD + (W - PAD - RPAD) * i / 4.0;
 		printf("<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.1fs</text>\n", x, H - PAD + 15,
