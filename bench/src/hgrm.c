@@ -91,7 +91,11 @@ int bench_hgrm(int argc, char **argv)
 			    "values in microseconds unless --unit says otherwise.\n");
 			return 0;
 		}
-		if (strcmp(argv[i], "--unit") == 0 && i + 1 < argc) {
+		if (strcmp(argv[i], "--unit") == 0 && i + 1 == argc) {
+			fprintf(stderr, "mqbench hgrm: --unit needs ns, us or ms\n");
+			return 2;
+		}
+		if (strcmp(argv[i], "--unit") == 0) {
 			const char *u = argv[++i];
 			unit_ns = strcmp(u, "ns") == 0 ? 1
 			    : strcmp(u, "us") == 0     ? 1e3

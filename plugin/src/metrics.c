@@ -147,22 +147,21 @@ void probe_metrics__render_prometheus(const struct probe_metrics *m, const struc
 	counter(b, "mosquitto_probe_sys_publish_failures_total",
 	    "Failed publications of " PROBE_SYS_TOPIC ".", probe_get(&m->sys_publish_failures));
 
-	if (atomic_load(&m->connect_events)) {
+	/* The same two figures from two sources, said in their help: 2.1's events, or 2.0's auth
+	 * hook (observe_auth). */
+	bool events21 = atomic_load(&m->connect_events);
+	if (events21 || observe_auth) {
 		counter(b, "mosquitto_connects_total",
-		    "Connections the broker accepted (mosquitto 2.1's CONNECT event, after CONNACK).",
+		    events21 ? "Connections the broker accepted (mosquitto 2.1's CONNECT event, after "
+		               "CONNACK)."
+		             : "CONNECT packets that reached authentication (observe_auth), including "
+		               "ones then refused.",
 		    probe_get(&m->connects));
 		header(b, "mosquitto_connected_clients", "gauge",
-		    "Accepted connections that have not closed (2.1: CONNECT, DISCONNECT, "
-		    "CLIENT_OFFLINE).");
-		probe_buf__printf(
-		    b, "mosquitto_connected_clients %llu\n", (unsigned long long)probe_get(&m->connected));
-	} else if (observe_auth) {
-		counter(b, "mosquitto_connects_total",
-		    "CONNECT packets that reached authentication (observe_auth), including ones "
-		    "then refused.",
-		    probe_get(&m->connects));
-		header(b, "mosquitto_connected_clients", "gauge",
-		    "Connections that reached authentication and have not closed (observe_auth).");
+		    events21 ? "Accepted connections that have not closed (2.1: CONNECT, DISCONNECT, "
+		               "CLIENT_OFFLINE)."
+		             : "Connections that reached authentication and have not closed "
+		               "(observe_auth).");
 		probe_buf__printf(
 		    b, "mosquitto_connected_clients %llu\n", (unsigned long long)probe_get(&m->connected));
 	}

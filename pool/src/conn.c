@@ -27,8 +27,13 @@ static void lease_abandoned(struct mqp_pool *p, unsigned slot)
 	struct pconn *c = &p->conns[slot];
 	c->leased = false;
 	c->idle_since = c->last_used = mqc_now_ns();
+	mqp__lease_end(p, slot);
+}
+
+void mqp__lease_end(struct mqp_pool *p, unsigned slot)
+{
 	p->lease_held[slot] = false;
-	p->lease_gen[slot]++;
+	p->lease_gen[slot]++; /* every copy of the old handle is now stale */
 	atomic_fetch_add(&p->stats.releases, 1);
 	if (atomic_fetch_sub(&p->stats.leased, 1) == 1)
 		mqp__inbox_wake_drainers(&p->inbox);

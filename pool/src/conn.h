@@ -22,6 +22,9 @@ void mqp__conn_open(struct mqp_pool *p, struct pconn *c);
 void mqp__conn_close(struct mqp_pool *p, struct pconn *c);
 /* After every libmosquitto call on c: write what is queued, notice a death, tidy up. */
 void mqp__conn_settle(struct mqp_pool *p, struct pconn *c);
+/* A lease handle of slot ends (released, discarded, or granted to a caller who had left): the
+ * slot is free for the next lease, every copy of the handle is stale, a drain may wake. */
+void mqp__lease_end(struct mqp_pool *p, unsigned slot);
 /* Drop a lease's queued messages and subscriptions (at release or close). */
 void mqp__lease_clear(struct mqp_pool *p, struct pconn *c);
 

@@ -184,11 +184,7 @@ static void lease_op(struct mqp_pool *p, struct op *op)
 			if (discard)
 				c->dead = true;
 		}
-		p->lease_held[slot] = false;
-		if (atomic_fetch_sub(&p->stats.leased, 1) == 1)
-			mqp__inbox_wake_drainers(&p->inbox);
-		p->lease_gen[slot]++; /* every copy of the old handle is now stale */
-		atomic_fetch_add(&p->stats.releases, 1);
+		mqp__lease_end(p, slot);
 		mqp__finish(p, op, MQP_OK);
 		if (alive)
 			mqp__conn_settle(p, c);
