@@ -99,11 +99,66 @@ int probe_events__message(int event, void *event_data, void *userdata)
 	return MOSQ_ERR_SUCCESS; /* anything else would drop the message or kick the publisher */
 }
 
-/* The first two fields of 2.1's CONNECT, DISCONNECT and CLIENT_OFFLINE event data (the 2.0
+const char *const probe_reason_names[PROBE_REASONS]
+    = { "normal", "closed", "keepalive", "protocol", "auth", "taken_over", "admin", "other" };
+
+/* mosquitto 2.1's codes (include/mosquitto/defs.h there). The 2.0 headers this is built with
+ * number some of them differently (ADMINISTRATIVE_ACTION is 30 there), so they are spelled out. */
+enum {
+	M21_SUCCESS = 0,
+	M21_NOMEM = 1,
+	M21_PROTOCOL = 2,
+	M21_CONN_LOST = 7,
+	M21_PAYLOAD_SIZE = 9,
+	M21_NOT_SUPPORTED = 10,
+	M21_AUTH = 11,
+	M21_ERRNO = 14,
+	M21_KEEPALIVE = 19,
+	M21_MALFORMED_PACKET = 21,
+	M21_QOS_NOT_SUPPORTED = 24,
+	M21_OVERSIZE_PACKET = 25,
+	M21_BAD_USERNAME_OR_PASSWORD = 134,
+	M21_SESSION_TAKEN_OVER = 142,
+	M21_RECEIVE_MAXIMUM_EXCEEDED = 147,
+	M21_ADMINISTRATIVE_ACTION = 152,
+};
+
+enum probe_reason probe_reason_of(int mosq_err)
+{
+	switch (mosq_err) {
+		case M21_SUCCESS:
+			return PROBE_REASON_NORMAL;
+		case M21_CONN_LOST:
+		case M21_ERRNO:
+			return PROBE_REASON_CLOSED;
+		case M21_KEEPALIVE:
+			return PROBE_REASON_KEEPALIVE;
+		case M21_PROTOCOL:
+		case M21_PAYLOAD_SIZE:
+		case M21_NOT_SUPPORTED:
+		case M21_MALFORMED_PACKET:
+		case M21_QOS_NOT_SUPPORTED:
+		case M21_OVERSIZE_PACKET:
+		case M21_RECEIVE_MAXIMUM_EXCEEDED:
+			return PROBE_REASON_PROTOCOL;
+		case M21_AUTH:
+		case M21_BAD_USERNAME_OR_PASSWORD:
+			return PROBE_REASON_AUTH;
+		case M21_SESSION_TAKEN_OVER:
+			return PROBE_REASON_TAKEN_OVER;
+		case M21_ADMINISTRATIVE_ACTION:
+			return PROBE_REASON_ADMIN;
+		default: /* NOMEM and codes 2.1 does not pass today */
+			return PROBE_REASON_OTHER;
+	}
+}
+
+/* The first fields of 2.1's CONNECT, DISCONNECT and CLIENT_OFFLINE event data (the 2.0
  * headers this is built with do not declare the first and the last). */
 struct probe_evt_client {
 	void *future;
 	struct mosquitto *client;
+	int reason; /* DISCONNECT and CLIENT_OFFLINE only */
 };
 
 /* 2.1: a connection accepted (after its CONNACK) joins the set, once. */
@@ -124,10 +179,12 @@ int probe_events__connect(int event, void *event_data, void *userdata)
 }
 
 /* 2.1: a connection ended (DISCONNECT or CLIENT_OFFLINE). identity="client" means it had been
- * accepted; a refused login or a socket that never connected is "none". */
-static void gone21(struct probe_state *s, const struct mosquitto *client)
+ * accepted, "none" that it had a client id but was refused; 2.1 reports nothing for a socket
+ * that never sent CONNECT (it has no client id). */
+static void gone21(struct probe_state *s, const struct mosquitto *client, int reason)
 {
 	struct probe_client *c;
+	probe_add(&s->metrics.disconnect_reasons[probe_reason_of(reason)], 1);
 	HASH_FIND_PTR(s->clients, &client, c);
 	if (c) {
 		probe_add(&s->metrics.disconnects_identified, 1);
@@ -141,7 +198,8 @@ static void gone21(struct probe_state *s, const struct mosquitto *client)
 int probe_events__client_offline(int event, void *event_data, void *userdata)
 {
 	(void)event;
-	gone21(userdata, ((const struct probe_evt_client *)event_data)->client);
+	const struct probe_evt_client *ed = event_data;
+	gone21(userdata, ed->client, ed->reason);
 	return MOSQ_ERR_SUCCESS;
 }
 
@@ -151,7 +209,7 @@ int probe_events__disconnect(int event, void *event_data, void *userdata)
 	struct mosquitto_evt_disconnect *ed = event_data;
 	struct probe_state *s = userdata;
 	if (s->events21) {
-		gone21(s, ed->client);
+		gone21(s, ed->client, ((const struct probe_evt_client *)event_data)->reason);
 		return MOSQ_ERR_SUCCESS;
 	}
 	if (mosquitto_client_id(ed->client))

@@ -134,13 +134,25 @@ void probe_metrics__render_prometheus(const struct probe_metrics *m, const struc
 	    "Payload size of inbound PUBLISH messages the broker accepted.", m->size_buckets,
 	    probe_size_bounds, PROBE_SIZE_BUCKETS, bytes);
 
+	bool events21 = atomic_load(&m->connect_events);
 	header(b, "mosquitto_disconnects_total", "counter",
-	    "Closed connections: identity=\"client\" had a client id, identity=\"none\" never did "
-	    "(no CONNECT, or authentication failed).");
+	    events21 ? "Closed connections (mosquitto 2.1's DISCONNECT and CLIENT_OFFLINE): "
+	               "identity=\"client\" had been accepted, identity=\"none\" was refused. 2.1 "
+	               "reports no event for a socket that never sent CONNECT."
+	             : "Closed connections: identity=\"client\" had a client id, identity=\"none\" "
+	               "never did (no CONNECT, or authentication failed).");
 	probe_buf__printf(b, "mosquitto_disconnects_total{identity=\"client\"} %llu\n",
 	    (unsigned long long)probe_get(&m->disconnects_identified));
 	probe_buf__printf(b, "mosquitto_disconnects_total{identity=\"none\"} %llu\n",
 	    (unsigned long long)probe_get(&m->disconnects_anonymous));
+	if (events21) {
+		header(b, "mosquitto_disconnect_reasons_total", "counter",
+		    "Closed connections by the reason mosquitto 2.1 gives: normal (DISCONNECT), closed "
+		    "(no DISCONNECT), keepalive, protocol, auth, taken_over, admin, other.");
+		for (int r = 0; r < PROBE_REASONS; r++)
+			probe_buf__printf(b, "mosquitto_disconnect_reasons_total{reason=\"%s\"} %llu\n",
+			    probe_reason_names[r], (unsigned long long)probe_get(&m->disconnect_reasons[r]));
+	}
 	counter(b, "mosquitto_probe_stamp_failures_total",
 	    "Inbound messages the probe could not stamp; they were delivered unstamped.",
 	    probe_get(&m->stamp_failures));
@@ -149,7 +161,6 @@ void probe_metrics__render_prometheus(const struct probe_metrics *m, const struc
 
 	/* The same two figures from two sources, said in their help: 2.1's events, or 2.0's auth
 	 * hook (observe_auth). */
-	bool events21 = atomic_load(&m->connect_events);
 	if (events21 || observe_auth) {
 		counter(b, "mosquitto_connects_total",
 		    events21 ? "Connections the broker accepted (mosquitto 2.1's CONNECT event, after "
@@ -232,6 +243,13 @@ void probe_metrics__render_json(const struct probe_metrics *m, const struct prob
 	    (unsigned long long)probe_get(&m->disconnects_identified),
 	    (unsigned long long)probe_get(&m->disconnects_anonymous),
 	    (unsigned long long)probe_get(&m->stamp_failures));
+	if (atomic_load(&m->connect_events)) {
+		probe_buf__printf(b, ",\"disconnect_reasons\":{");
+		for (int r = 0; r < PROBE_REASONS; r++)
+			probe_buf__printf(b, "%s\"%s\":%llu", r ? "," : "", probe_reason_names[r],
+			    (unsigned long long)probe_get(&m->disconnect_reasons[r]));
+		probe_buf__printf(b, "}");
+	}
 	if (atomic_load(&m->has_deliveries))
 		probe_buf__printf(b, ",\"deliveries\":%llu", (unsigned long long)probe_get(&m->deliveries));
 	if (observe_auth || atomic_load(&m->connect_events))

@@ -49,12 +49,32 @@ int probe_options__parse(
 
 typedef atomic_uint_fast64_t probe_counter;
 
+/* Why a connection ended, as mosquitto 2.1 reports it in DISCONNECT and CLIENT_OFFLINE (2.0
+ * passes no reason). A small fixed set: a label value per broker error code would not be. */
+enum probe_reason {
+	PROBE_REASON_NORMAL,     /* the client sent DISCONNECT */
+	PROBE_REASON_CLOSED,     /* the connection closed without DISCONNECT */
+	PROBE_REASON_KEEPALIVE,  /* no packet within 1.5 keepalives */
+	PROBE_REASON_PROTOCOL,   /* malformed or oversize packets, disallowed features */
+	PROBE_REASON_AUTH,       /* not authorised */
+	PROBE_REASON_TAKEN_OVER, /* a new connection with the same client id */
+	PROBE_REASON_ADMIN,      /* an administrative action (a plugin kicked it) */
+	PROBE_REASON_OTHER,
+	PROBE_REASONS
+};
+
+extern const char *const probe_reason_names[PROBE_REASONS];
+
+/** The reason class of a mosquitto 2.1 disconnect reason (a MOSQ_ERR_* code). */
+enum probe_reason probe_reason_of(int mosq_err);
+
 struct probe_metrics {
 	probe_counter received[3][2]; /* [qos][retain] */
 	probe_counter payload_bytes;
 	probe_counter size_buckets[PROBE_SIZE_BUCKETS]; /* per bucket, not cumulative */
 	probe_counter disconnects_identified;
-	probe_counter disconnects_anonymous; /* sockets that never had a client id */
+	probe_counter disconnects_anonymous;             /* sockets that never had a client id */
+	probe_counter disconnect_reasons[PROBE_REASONS]; /* 2.1 only: the broker's reason */
 	probe_counter stamp_failures;
 	probe_counter sys_publish_failures;
 	/* mosquitto 2.1 (MESSAGE_OUT registered): PUBLISH packets sent to clients */

@@ -18,6 +18,13 @@
 #include "tb_internal.h"
 #include "tb_test_util.h"
 
+/* Run against mosquitto 2.1 (on_broker.sh sets it): the probe counts from 2.1's events. */
+static bool on_21(void)
+{
+	const char *v = getenv("PROBE_TEST_EVENTS");
+	return v && strcmp(v, "2.1") == 0;
+}
+
 static double metric(const char *name)
 {
 	struct mqc_http_response r;
@@ -200,7 +207,11 @@ static void refused_logins_and_raw_sockets_count_as_no_identity(void **state)
 	assert_int_equal(mqc_http_raw(i->port, "x", 1, 2000, &r), 0);
 	mqc_http_response_free(&r);
 	nanosleep(&(struct timespec) { .tv_nsec = 200000000 }, NULL);
-	assert_int_equal(metric("mosquitto_disconnects_total{identity=\"none\"}"), none0 + 2);
+	/* 2.1 has no event for a socket without a client id: only the refused login is seen. */
+	assert_int_equal(
+	    metric("mosquitto_disconnects_total{identity=\"none\"}"), none0 + (on_21() ? 1 : 2));
+	if (on_21())
+		assert_true(metric("mosquitto_disconnect_reasons_total{reason=\"auth\"}") >= 1);
 }
 
 static void sys_topic_carries_the_same_figures(void **state)
@@ -247,9 +258,11 @@ static void http_answers_wrong_paths_and_methods(void **state)
 	mqc_http_raw(port, garbage, sizeof garbage - 1, 5000, &r); /* any answer, or a close */
 	assert_true(r.status == -1 || r.status >= 400);
 	mqc_http_response_free(&r);
-	assert_true(
-	    metric("mosquitto_probe_info{version=\"0.1.0\",mode=\"observe_auth\",events=\"2.0\"}")
-	    == 1);
+	char info[128];
+	snprintf(info, sizeof info,
+	    "mosquitto_probe_info{version=\"0.1.0\",mode=\"observe_auth\",events=\"%s\"}",
+	    on_21() ? "2.1" : "2.0");
+	assert_true(metric(info) == 1);
 }
 
 struct scraper {
