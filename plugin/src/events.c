@@ -73,12 +73,30 @@ size_t probe_u64_to_dec(uint64_t v, char *buf)
 	return n;
 }
 
+/* Whether this message gets the stamp: the topic filter first, then 1 in stamp_every. */
+static bool stamp_this(struct probe_state *s, const char *topic)
+{
+	const struct probe_config *cfg = &s->cfg;
+	if (!cfg->stamp)
+		return false;
+	if (cfg->stamp_topics) {
+		bool match = false;
+		for (unsigned i = 0; i < cfg->stamp_topics && !match; i++)
+			if (mosquitto_topic_matches_sub(cfg->stamp_topic[i], topic, &match) != MOSQ_ERR_SUCCESS)
+				match = false;
+		if (!match)
+			return false;
+	}
+	if (cfg->stamp_every > 1 && s->stamp_seq++ % cfg->stamp_every != 0)
+		return false;
+	return true;
+}
+
 int probe_events__message(int event, void *event_data, void *userdata)
 {
 	(void)event;
 	struct mosquitto_evt_message *ed = event_data;
 	struct probe_state *s = userdata;
-	uint64_t received_ns = clock_ns(CLOCK_REALTIME);
 	int qos = ed->qos > 2 ? 2 : ed->qos;
 
 	probe_add(&s->metrics.received[qos][ed->retain ? 1 : 0], 1);
@@ -87,13 +105,15 @@ int probe_events__message(int event, void *event_data, void *userdata)
 	if (s->cfg.observe_auth)
 		probe_fanout__message(
 		    &s->fanout, &s->metrics, ed->payload, qos, qos == 2 ? clock_ns(CLOCK_MONOTONIC) : 0);
-	if (s->cfg.stamp) {
+	if (stamp_this(s, ed->topic)) {
 		/* Appended after the publisher's properties; never replaces or reorders them. */
 		char value[24];
-		probe_u64_to_dec(received_ns, value);
+		probe_u64_to_dec(clock_ns(CLOCK_REALTIME), value);
 		if (mosquitto_property_add_string_pair(
 		        &ed->properties, MQTT_PROP_USER_PROPERTY, PROBE_STAMP_KEY, value)
-		    != MOSQ_ERR_SUCCESS)
+		    == MOSQ_ERR_SUCCESS)
+			probe_add(&s->metrics.stamped, 1);
+		else
 			probe_add(&s->metrics.stamp_failures, 1);
 	}
 	return MOSQ_ERR_SUCCESS; /* anything else would drop the message or kick the publisher */
@@ -268,12 +288,30 @@ int probe_events__basic_auth(int event, void *event_data, void *userdata)
 	return MOSQ_ERR_PLUGIN_DEFER;
 }
 
+/* 2.1: one call per PUBLISH the broker sends. The message goes out as it is, unless tx_stamp
+ * asks for broker-tx-ns: then this delivery alone gets a copy of the properties with it (the
+ * stored message is shared by every delivery; 2.1 frees the copy after sending). */
 int probe_events__message_out(int event, void *event_data, void *userdata)
 {
 	(void)event;
-	(void)event_data; /* read nothing, change nothing: the message goes out as it is */
+	struct mosquitto_evt_message *ed = event_data;
 	struct probe_state *s = userdata;
 	probe_add(&s->metrics.deliveries, 1);
+	uint64_t rx;
+	if (!s->hold || !probe_props__find_u64(ed->properties, PROBE_STAMP_KEY, &rx))
+		return MOSQ_ERR_SUCCESS; /* not stamped when it came in */
+	uint64_t tx = clock_ns(CLOCK_REALTIME);
+	probe_metrics__observe_hold(&s->metrics, tx > rx ? tx - rx : 0);
+	if (s->cfg.tx_stamp && mosquitto_client_protocol_version(ed->client) == 5) {
+		char value[24];
+		mosquitto_property *copy;
+		probe_u64_to_dec(tx, value);
+		if (probe_props__copy_add(&copy, ed->properties, PROBE_TX_STAMP_KEY, value)
+		    == MOSQ_ERR_SUCCESS)
+			ed->properties = copy;
+		else
+			probe_add(&s->metrics.stamp_failures, 1);
+	}
 	return MOSQ_ERR_SUCCESS;
 }
 

@@ -13,6 +13,10 @@ const uint64_t probe_size_bounds[PROBE_SIZE_BUCKETS - 1]
 const uint64_t probe_fanout_bounds[PROBE_FANOUT_BUCKETS - 1]
     = { 0, 1, 2, 5, 10, 20, 50, 100, 1000, 10000 };
 
+const uint64_t probe_hold_bounds_ns[PROBE_HOLD_BUCKETS - 1] = { 10000, 50000, 100000, 250000,
+	500000, 1000000, 2500000, 5000000, 10000000, 25000000, 50000000, 100000000, 250000000,
+	500000000, 1000000000, 2500000000, 5000000000, 10000000000, 60000000000 };
+
 static size_t bucket_of(const uint64_t *bounds, size_t n, uint64_t value)
 {
 	size_t i = 0;
@@ -31,6 +35,12 @@ void probe_metrics__observe_fanout(struct probe_metrics *m, uint64_t checks)
 	probe_add(
 	    &m->fanout_buckets[bucket_of(probe_fanout_bounds, PROBE_FANOUT_BUCKETS - 1, checks)], 1);
 	probe_add(&m->fanout_sum, checks);
+}
+
+void probe_metrics__observe_hold(struct probe_metrics *m, uint64_t ns)
+{
+	probe_add(&m->hold_buckets[bucket_of(probe_hold_bounds_ns, PROBE_HOLD_BUCKETS - 1, ns)], 1);
+	probe_add(&m->hold_sum_ns, ns);
 }
 
 void probe_buf__printf(struct probe_buf *b, const char *fmt, ...)
@@ -83,22 +93,35 @@ static void counter(struct probe_buf *b, const char *name, const char *help, uin
 	probe_buf__printf(b, "%s %llu\n", name, (unsigned long long)v);
 }
 
-static void histogram(struct probe_buf *b, const char *name, const char *help,
-    const probe_counter *buckets, const uint64_t *bounds, size_t n, uint64_t sum)
+/* bounds and sum in nanoseconds when ns is set, rendered in seconds (Prometheus' base unit) */
+static void histogram_in(struct probe_buf *b, const char *name, const char *help,
+    const probe_counter *buckets, const uint64_t *bounds, size_t n, uint64_t sum, bool ns)
 {
 	header(b, name, "histogram", help);
 	uint64_t cumulative = 0;
 	for (size_t i = 0; i < n; i++) {
 		cumulative += probe_get(&buckets[i]);
-		if (i + 1 < n)
-			probe_buf__printf(b, "%s_bucket{le=\"%llu\"} %llu\n", name,
-			    (unsigned long long)bounds[i], (unsigned long long)cumulative);
-		else
+		if (i + 1 == n)
 			probe_buf__printf(
 			    b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cumulative);
+		else if (ns)
+			probe_buf__printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, (double)bounds[i] / 1e9,
+			    (unsigned long long)cumulative);
+		else
+			probe_buf__printf(b, "%s_bucket{le=\"%llu\"} %llu\n", name,
+			    (unsigned long long)bounds[i], (unsigned long long)cumulative);
 	}
-	probe_buf__printf(b, "%s_sum %llu\n%s_count %llu\n", name, (unsigned long long)sum, name,
-	    (unsigned long long)cumulative);
+	if (ns)
+		probe_buf__printf(b, "%s_sum %.9f\n", name, (double)sum / 1e9);
+	else
+		probe_buf__printf(b, "%s_sum %llu\n", name, (unsigned long long)sum);
+	probe_buf__printf(b, "%s_count %llu\n", name, (unsigned long long)cumulative);
+}
+
+static void histogram(struct probe_buf *b, const char *name, const char *help,
+    const probe_counter *buckets, const uint64_t *bounds, size_t n, uint64_t sum)
+{
+	histogram_in(b, name, help, buckets, bounds, n, sum, false);
 }
 
 void probe_metrics__render_prometheus(const struct probe_metrics *m, const struct probe_process *p,
@@ -116,6 +139,14 @@ void probe_metrics__render_prometheus(const struct probe_metrics *m, const struc
 		    "the ACL decision and queue limits; includes retained messages sent on subscribe "
 		    "and QoS 1/2 resends.",
 		    probe_get(&m->deliveries));
+
+	if (atomic_load(&m->has_hold))
+		histogram_in(b, "mosquitto_message_hold_seconds",
+		    "Time inside the broker per delivery of a stamped message, from its broker-rx-ns to "
+		    "the moment mosquitto 2.1 sends it (MESSAGE_OUT): routing, queues, slow and offline "
+		    "subscribers; retained copies count from their first arrival.",
+		    m->hold_buckets, probe_hold_bounds_ns, PROBE_HOLD_BUCKETS, probe_get(&m->hold_sum_ns),
+		    true);
 
 	header(b, "mosquitto_messages_received_total", "counter",
 	    "Inbound PUBLISH messages the broker accepted (after its ACL check), by QoS and "
@@ -153,6 +184,10 @@ void probe_metrics__render_prometheus(const struct probe_metrics *m, const struc
 			probe_buf__printf(b, "mosquitto_disconnect_reasons_total{reason=\"%s\"} %llu\n",
 			    probe_reason_names[r], (unsigned long long)probe_get(&m->disconnect_reasons[r]));
 	}
+	counter(b, "mosquitto_probe_stamped_total",
+	    "Inbound messages the probe stamped with " PROBE_STAMP_KEY " (all, or those chosen by "
+	    "stamp_topic and stamp_every).",
+	    probe_get(&m->stamped));
 	counter(b, "mosquitto_probe_stamp_failures_total",
 	    "Inbound messages the probe could not stamp; they were delivered unstamped.",
 	    probe_get(&m->stamp_failures));
@@ -252,6 +287,14 @@ void probe_metrics__render_json(const struct probe_metrics *m, const struct prob
 	}
 	if (atomic_load(&m->has_deliveries))
 		probe_buf__printf(b, ",\"deliveries\":%llu", (unsigned long long)probe_get(&m->deliveries));
+	probe_buf__printf(b, ",\"stamped\":%llu", (unsigned long long)probe_get(&m->stamped));
+	if (atomic_load(&m->has_hold)) {
+		probe_buf__printf(b, ",");
+		json_buckets(
+		    b, "hold_ns_buckets", m->hold_buckets, probe_hold_bounds_ns, PROBE_HOLD_BUCKETS);
+		probe_buf__printf(
+		    b, ",\"hold_ns_sum\":%llu", (unsigned long long)probe_get(&m->hold_sum_ns));
+	}
 	if (observe_auth || atomic_load(&m->connect_events))
 		probe_buf__printf(b, ",\"connects\":%llu,\"connected\":%llu",
 		    (unsigned long long)probe_get(&m->connects),

@@ -29,6 +29,21 @@ static int parse_uint(const char *v, unsigned long max, unsigned long *out)
 	return *out <= max ? 0 : -1;
 }
 
+/* A non-empty filter whose wildcards stand alone in their level, # only last. */
+static bool valid_filter(const char *f)
+{
+	if (!*f)
+		return false;
+	for (const char *c = f; *c; c++) {
+		if (*c != '+' && *c != '#')
+			continue;
+		bool alone = (c == f || c[-1] == '/') && (c[1] == '\0' || c[1] == '/');
+		if (!alone || (*c == '#' && c[1] != '\0'))
+			return false;
+	}
+	return true;
+}
+
 static int parse_listen(const char *v, struct probe_config *cfg)
 {
 	if (strcmp(v, "off") == 0) {
@@ -64,7 +79,7 @@ static int parse_listen(const char *v, struct probe_config *cfg)
 int probe_options__parse(
     const struct probe_opt *opts, int count, struct probe_config *cfg, char *err, size_t errlen)
 {
-	*cfg = (struct probe_config) { .sys_interval_s = 10, .stamp = true };
+	*cfg = (struct probe_config) { .sys_interval_s = 10, .stamp = true, .stamp_every = 1 };
 	parse_listen(PROBE_DEFAULT_HTTP, cfg);
 	for (int i = 0; i < count; i++) {
 		const char *k = opts[i].key, *v = opts[i].value ? opts[i].value : "";
@@ -84,10 +99,28 @@ int probe_options__parse(
 		} else if (strcmp(k, "stamp") == 0) {
 			if (parse_bool(v, &cfg->stamp) != 0)
 				expect = "true or false";
+		} else if (strcmp(k, "stamp_every") == 0) {
+			unsigned long n;
+			if (parse_uint(v, 1000000, &n) != 0 || n == 0)
+				expect = "a whole number from 1 (every message) to 1000000";
+			else
+				cfg->stamp_every = (unsigned)n;
+		} else if (strcmp(k, "stamp_topic") == 0) {
+			if (cfg->stamp_topics == PROBE_STAMP_TOPICS_MAX)
+				expect = "at most 8 stamp_topic lines";
+			else if (!valid_filter(v))
+				expect = "an MQTT topic filter (+ and # as whole levels, # last)";
+			else if (strlen(v) >= sizeof cfg->stamp_topic[0])
+				expect = "a filter shorter than 256 bytes";
+			else
+				memcpy(cfg->stamp_topic[cfg->stamp_topics++], v, strlen(v) + 1);
+		} else if (strcmp(k, "tx_stamp") == 0) {
+			if (parse_bool(v, &cfg->tx_stamp) != 0)
+				expect = "true or false";
 		} else {
 			snprintf(err, errlen,
 			    "unknown option plugin_opt_%s (known: http_listen, sys_interval, "
-			    "observe_auth, stamp)",
+			    "observe_auth, stamp, stamp_every, stamp_topic, tx_stamp)",
 			    k);
 			return -1;
 		}
@@ -95,6 +128,10 @@ int probe_options__parse(
 			snprintf(err, errlen, "plugin_opt_%s '%s': expected %s", k, v, expect);
 			return -1;
 		}
+	}
+	if (cfg->tx_stamp && !cfg->stamp) {
+		snprintf(err, errlen, "plugin_opt_tx_stamp true needs plugin_opt_stamp true");
+		return -1;
 	}
 	return 0;
 }

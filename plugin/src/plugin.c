@@ -64,7 +64,10 @@ static bool same_config(const struct probe_config *a, const struct probe_config 
 {
 	return a->http_enabled == b->http_enabled && a->http_port == b->http_port
 	    && strcmp(a->http_host, b->http_host) == 0 && a->sys_interval_s == b->sys_interval_s
-	    && a->observe_auth == b->observe_auth && a->stamp == b->stamp;
+	    && a->observe_auth == b->observe_auth && a->stamp == b->stamp
+	    && a->stamp_every == b->stamp_every && a->stamp_topics == b->stamp_topics
+	    && memcmp(a->stamp_topic, b->stamp_topic, sizeof a->stamp_topic) == 0
+	    && a->tx_stamp == b->tx_stamp;
 }
 
 PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **userdata,
@@ -129,8 +132,22 @@ PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void *
 	if (rc != MOSQ_ERR_SUCCESS && rc != MOSQ_ERR_NOT_SUPPORTED)
 		mosquitto_log_printf(MOSQ_LOG_WARNING,
 		    "mqtt_probe: cannot register MESSAGE_OUT (error %d): no delivery count", rc);
-	if (inst->message_out)
+	if (inst->message_out) {
 		atomic_store(&state.metrics.has_deliveries, true);
+		/* rx-to-tx needs the stamp in and 2.1's in-place property accessors */
+		if (state.cfg.stamp && probe_props__init()) {
+			state.hold = true;
+			atomic_store(&state.metrics.has_hold, true);
+		} else if (state.cfg.stamp) {
+			mosquitto_log_printf(MOSQ_LOG_WARNING,
+			    "mqtt_probe: this broker has MESSAGE_OUT but not mosquitto 2.1's property "
+			    "accessors: no time-in-broker histogram");
+		}
+	}
+	if (state.cfg.tx_stamp && !state.hold)
+		mosquitto_log_printf(MOSQ_LOG_WARNING,
+		    "mqtt_probe: plugin_opt_tx_stamp needs mosquitto 2.1 (MESSAGE_OUT): "
+		    "no " PROBE_TX_STAMP_KEY " on this broker");
 	/* 2.1 also says when a connection is accepted and when a persistent client leaves: exact
 	 * connects, connected clients and disconnects without observe_auth. Both or neither. */
 	if (mosquitto_callback_register(
@@ -155,10 +172,15 @@ PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void *
 	if (state.cfg.http_enabled)
 		snprintf(
 		    where, sizeof where, "http://%s:%d/metrics", state.cfg.http_host, state.cfg.http_port);
+	char stamp[96] = "off";
+	if (state.cfg.stamp)
+		snprintf(stamp, sizeof stamp, "%s%s on 1 in %u messages%s", PROBE_STAMP_KEY,
+		    state.cfg.tx_stamp && state.hold ? " and " PROBE_TX_STAMP_KEY : "",
+		    state.cfg.stamp_every, state.cfg.stamp_topics ? " of the stamp_topic filters" : "");
 	mosquitto_log_printf(MOSQ_LOG_NOTICE,
 	    "mqtt_probe %s: stamp %s, metrics %s, " PROBE_SYS_TOPIC
 	    " every %u s, observe_auth %s, deliveries %s",
-	    PROBE_VERSION, state.cfg.stamp ? PROBE_STAMP_KEY : "off", where, state.cfg.sys_interval_s,
+	    PROBE_VERSION, stamp, where, state.cfg.sys_interval_s,
 	    state.cfg.observe_auth ? "ON" : "off",
 	    inst->message_out ? "counted (MESSAGE_OUT)" : "not visible (no MESSAGE_OUT: 2.0)");
 	if (state.cfg.observe_auth)

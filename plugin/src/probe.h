@@ -15,10 +15,13 @@
 
 #define PROBE_VERSION      "0.1.0"
 #define PROBE_STAMP_KEY    "broker-rx-ns"
+#define PROBE_TX_STAMP_KEY "broker-tx-ns"
 #define PROBE_SYS_TOPIC    "$SYS/broker/probe/metrics"
 #define PROBE_DEFAULT_HTTP "127.0.0.1:9883"
 
 /* --- options --------------------------------------------------------------------------- */
+
+#define PROBE_STAMP_TOPICS_MAX 8
 
 struct probe_config {
 	bool http_enabled;
@@ -27,6 +30,10 @@ struct probe_config {
 	unsigned sys_interval_s; /* 0: no $SYS publishing */
 	bool observe_auth;
 	bool stamp;
+	unsigned stamp_every;  /* stamp 1 in N of the messages that pass the topic filter */
+	unsigned stamp_topics; /* 0: every topic; else the filters below */
+	char stamp_topic[PROBE_STAMP_TOPICS_MAX][256];
+	bool tx_stamp; /* mosquitto 2.1: add broker-tx-ns to each stamped delivery */
 };
 
 struct probe_opt {
@@ -46,6 +53,9 @@ int probe_options__parse(
  * routing-checks histogram): 0 1 2 5 10 20 50 100 1000 10000 +Inf. */
 #define PROBE_SIZE_BUCKETS   10
 #define PROBE_FANOUT_BUCKETS 11
+/* Time inside the broker, seconds: 10us 50us 100us 250us 500us 1ms 2.5ms 5ms 10ms 25ms 50ms
+ * 100ms 250ms 500ms 1s 2.5s 5s 10s 60s +Inf. */
+#define PROBE_HOLD_BUCKETS 20
 
 typedef atomic_uint_fast64_t probe_counter;
 
@@ -75,11 +85,16 @@ struct probe_metrics {
 	probe_counter disconnects_identified;
 	probe_counter disconnects_anonymous;             /* sockets that never had a client id */
 	probe_counter disconnect_reasons[PROBE_REASONS]; /* 2.1 only: the broker's reason */
+	probe_counter stamped;                           /* messages that got broker-rx-ns */
 	probe_counter stamp_failures;
 	probe_counter sys_publish_failures;
 	/* mosquitto 2.1 (MESSAGE_OUT registered): PUBLISH packets sent to clients */
 	atomic_bool has_deliveries; /* set once at load, before anything reads it */
 	probe_counter deliveries;
+	/* and with the stamp on: how long the broker held each stamped message, rx to tx */
+	atomic_bool has_hold;
+	probe_counter hold_buckets[PROBE_HOLD_BUCKETS];
+	probe_counter hold_sum_ns;
 	/* connects and connected: from CONNECT on 2.1 (set at load), else from observe_auth */
 	atomic_bool connect_events;
 	/* observe_auth only (and on 2.1, the two below) */
@@ -110,9 +125,11 @@ static inline uint64_t probe_get(const probe_counter *c)
 
 extern const uint64_t probe_size_bounds[PROBE_SIZE_BUCKETS - 1];
 extern const uint64_t probe_fanout_bounds[PROBE_FANOUT_BUCKETS - 1];
+extern const uint64_t probe_hold_bounds_ns[PROBE_HOLD_BUCKETS - 1];
 
 void probe_metrics__observe_size(struct probe_metrics *m, uint64_t bytes);
 void probe_metrics__observe_fanout(struct probe_metrics *m, uint64_t checks);
+void probe_metrics__observe_hold(struct probe_metrics *m, uint64_t ns);
 
 /** Process figures in the Prometheus client conventions. */
 struct probe_process {
@@ -173,6 +190,31 @@ void probe_fanout__read(struct probe_fanout *f, struct probe_metrics *m, const v
 void probe_fanout__tick(
     struct probe_fanout *f, struct probe_metrics *m, uint64_t now_ns, uint64_t ttl_ns);
 
+/* --- message properties on 2.1's MESSAGE_OUT (props.c) --------------------------------- */
+
+typedef struct mqtt5__property mosquitto_property;
+
+/** 2.1's in-place property accessors, looked up at load (2.0 has none of them). */
+struct probe_props_api {
+	const mosquitto_property *(*next)(const mosquitto_property *);
+	int (*identifier)(const mosquitto_property *);
+	const char *(*string_name)(const mosquitto_property *);
+	uint16_t (*string_name_length)(const mosquitto_property *);
+	const char *(*string_value)(const mosquitto_property *);
+	uint16_t (*string_value_length)(const mosquitto_property *);
+	int (*copy_all)(mosquitto_property **, const mosquitto_property *);
+};
+
+/** Look the accessors up in the broker. Returns false when it lacks any (2.0). */
+bool probe_props__init(void);
+/** Use these instead (unit tests). */
+void probe_props__set_api(const struct probe_props_api *api);
+/** The last user property `key` whose value is a decimal number, without copying anything. */
+bool probe_props__find_u64(const mosquitto_property *props, const char *key, uint64_t *out);
+/** *out = a copy of props with the user property key=value appended; on failure *out is NULL. */
+int probe_props__copy_add(
+    mosquitto_property **out, const mosquitto_property *props, const char *key, const char *value);
+
 /* --- HTTP exporter ---------------------------------------------------------------------- */
 
 struct probe_http;
@@ -196,7 +238,9 @@ struct probe_state {
 	struct probe_http *http;
 	uint64_t next_sys_ns;
 	int refs;
-	bool events21; /* 2.1's CONNECT and CLIENT_OFFLINE registered: they keep the client set */
+	unsigned stamp_seq; /* sampling: messages that passed the topic filter */
+	bool hold;          /* 2.1 with the stamp on: rx-to-tx histogram */
+	bool events21;      /* 2.1's CONNECT and CLIENT_OFFLINE registered: they keep the client set */
 };
 
 #define PROBE_QOS2_TTL_NS (30ULL * 1000000000ULL)

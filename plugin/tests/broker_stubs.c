@@ -72,3 +72,37 @@ int mosquitto_broker_publish(const char *clientid, const char *topic, int payloa
 	stub.publish_retain = retain;
 	return MOSQ_ERR_SUCCESS;
 }
+
+int mosquitto_client_protocol_version(const struct mosquitto *client)
+{
+	(void)client;
+	return stub.protocol_version ? stub.protocol_version : 5;
+}
+
+/* Enough of MQTT topic matching for the tests: + is one level, a trailing # the rest. */
+int mosquitto_topic_matches_sub(const char *sub, const char *topic, bool *result)
+{
+	*result = false;
+	while (*sub) {
+		if (sub[0] == '#') {
+			*result = true;
+			return MOSQ_ERR_SUCCESS;
+		}
+		if (sub[0] == '+') {
+			while (*topic && *topic != '/')
+				topic++;
+			sub++;
+		} else {
+			if (*sub != *topic)
+				return MOSQ_ERR_SUCCESS;
+			sub++;
+			topic++;
+		}
+		if (*sub == '/' && sub[1] == '#' && *topic == '\0') {
+			*result = true; /* "a/#" matches "a" */
+			return MOSQ_ERR_SUCCESS;
+		}
+	}
+	*result = *topic == '\0';
+	return MOSQ_ERR_SUCCESS;
+}

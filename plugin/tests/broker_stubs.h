@@ -15,6 +15,7 @@ struct stub_record {
 	int publish_qos;
 	char publish_topic[128];
 	char *publish_payload;
+	int protocol_version; /* what mosquitto_client_protocol_version answers; 0 means 5 */
 };
 
 extern struct stub_record stub;

@@ -44,7 +44,7 @@ for mode in default observe_auth; do
   metrics_port=${METRICS_URL#http://127.0.0.1:}
   metrics_port=${metrics_port%%/*}
   me=(-h "${hostport%:*}" -p "${hostport##*:}" -u "$MQTT_USERNAME" -P "$MQTT_PASSWORD")
-  grep -q 'events="2.1"' <(exec 3<>/dev/tcp/127.0.0.1/"$metrics_port"; printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3; timeout 5 cat <&3) \
+  grep -q '^mosquitto_probe_info{.*events="2.1"' <(exec 3<>/dev/tcp/127.0.0.1/"$metrics_port"; printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3; timeout 5 cat <&3) \
     || fail "$mode: mosquitto_probe_info does not say events=\"2.1\""
   c0=$(metric mosquitto_connects_total) n0=$(metric mosquitto_connected_clients)
   dc0=$(metric 'mosquitto_disconnects_total{identity="client"}')

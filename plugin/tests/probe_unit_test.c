@@ -61,6 +61,13 @@ static void options_errors_name_the_option(void **state)
 		{ "sys_interval", "86401", "plugin_opt_sys_interval" },
 		{ "observe_auth", "yes", "plugin_opt_observe_auth 'yes': expected true or false" },
 		{ "stamp", "", "plugin_opt_stamp" },
+		{ "stamp_every", "0", "plugin_opt_stamp_every '0': expected a whole number from 1" },
+		{ "stamp_every", "1000001", "plugin_opt_stamp_every" },
+		{ "stamp_topic", "", "plugin_opt_stamp_topic '': expected an MQTT topic filter" },
+		{ "stamp_topic", "a/b#", "plugin_opt_stamp_topic 'a/b#'" },
+		{ "stamp_topic", "a/#/b", "plugin_opt_stamp_topic" },
+		{ "stamp_topic", "a+/b", "plugin_opt_stamp_topic" },
+		{ "tx_stamp", "1", "plugin_opt_tx_stamp '1': expected true or false" },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		struct probe_config cfg;
@@ -69,6 +76,28 @@ static void options_errors_name_the_option(void **state)
 		if (!strstr(err, cases[i].needle))
 			fail_msg("'%s' lacks '%s'", err, cases[i].needle);
 	}
+}
+
+static void options_stamp_choices(void **state)
+{
+	(void)state;
+	struct probe_opt o[] = { { "stamp_every", "100" }, { "stamp_topic", "sensors/+/temp" },
+		{ "stamp_topic", "#" }, { "tx_stamp", "true" } };
+	struct probe_config cfg;
+	char err[256] = "";
+	assert_int_equal(probe_options__parse(o, 4, &cfg, err, sizeof err), 0);
+	assert_int_equal(cfg.stamp_every, 100);
+	assert_int_equal(cfg.stamp_topics, 2);
+	assert_string_equal(cfg.stamp_topic[0], "sensors/+/temp");
+	assert_true(cfg.tx_stamp);
+	struct probe_opt nine[9];
+	for (int i = 0; i < 9; i++)
+		nine[i] = (struct probe_opt) { "stamp_topic", "a" };
+	assert_int_equal(probe_options__parse(nine, 9, &cfg, err, sizeof err), -1);
+	assert_non_null(strstr(err, "at most 8"));
+	struct probe_opt tx_alone[] = { { "stamp", "false" }, { "tx_stamp", "true" } };
+	assert_int_equal(probe_options__parse(tx_alone, 2, &cfg, err, sizeof err), -1);
+	assert_non_null(strstr(err, "needs plugin_opt_stamp true"));
 }
 
 static bool has_line(const char *text, const char *line)
@@ -136,6 +165,141 @@ static void message_is_counted_and_stamped(void **state)
 			fail_msg("missing '%s' in:\n%s", expected[i], b.data);
 	assert_null(strstr(b.data, "mosquitto_connects_total")); /* observe_auth only */
 	probe_buf__free(&b);
+}
+
+static void message_on(struct probe_state *s, const char *topic)
+{
+	char t[64];
+	snprintf(t, sizeof t, "%s", topic);
+	struct mosquitto_evt_message ed = { .payload = t, .payloadlen = 1, .topic = t };
+	assert_int_equal(probe_events__message(MOSQ_EVT_MESSAGE, &ed, s), MOSQ_ERR_SUCCESS);
+}
+
+static void stamp_only_filtered_topics_one_in_n(void **state)
+{
+	(void)state;
+	struct probe_state s = fresh(false);
+	s.cfg.stamp_topics = 2;
+	strcpy(s.cfg.stamp_topic[0], "sensors/+/temp");
+	strcpy(s.cfg.stamp_topic[1], "cmd/#");
+	message_on(&s, "sensors/a/temp");
+	message_on(&s, "sensors/a/humidity");
+	message_on(&s, "cmd");
+	message_on(&s, "other");
+	assert_int_equal(stub.pairs, 2);
+	s.cfg.stamp_every = 3; /* 1 in 3 of the matching ones; counters stay exact */
+	for (int i = 0; i < 9; i++)
+		message_on(&s, i % 2 ? "cmd/x" : "nope");
+	assert_int_equal(stub.pairs, 2 + 2); /* 4 matching: the 1st and the 4th */
+	assert_int_equal(probe_get(&s.metrics.stamped), 4);
+	assert_int_equal(probe_get(&s.metrics.received[0][0]), 13);
+}
+
+/* A property list for MESSAGE_OUT, read through the accessor table as 2.1's would be. */
+struct fake_prop {
+	const struct fake_prop *next;
+	int id;
+	const char *name, *value;
+};
+
+static const mosquitto_property *fp_next(const mosquitto_property *p)
+{
+	return (const mosquitto_property *)((const struct fake_prop *)p)->next;
+}
+static int fp_id(const mosquitto_property *p)
+{
+	return ((const struct fake_prop *)p)->id;
+}
+static const char *fp_name(const mosquitto_property *p)
+{
+	return ((const struct fake_prop *)p)->name;
+}
+static uint16_t fp_name_len(const mosquitto_property *p)
+{
+	return (uint16_t)strlen(fp_name(p));
+}
+static const char *fp_value(const mosquitto_property *p)
+{
+	return ((const struct fake_prop *)p)->value;
+}
+static uint16_t fp_value_len(const mosquitto_property *p)
+{
+	return (uint16_t)strlen(fp_value(p));
+}
+static struct fake_prop copied;
+static int fp_copy(mosquitto_property **out, const mosquitto_property *in)
+{
+	(void)in;
+	*out = (mosquitto_property *)&copied;
+	return MOSQ_ERR_SUCCESS;
+}
+
+static void message_out_measures_time_in_broker(void **state)
+{
+	(void)state;
+	struct probe_state s = fresh(false);
+	struct probe_props_api api
+	    = { fp_next, fp_id, fp_name, fp_name_len, fp_value, fp_value_len, fp_copy };
+	probe_props__set_api(&api);
+	s.hold = true;
+	s.cfg.tx_stamp = true;
+	atomic_store(&s.metrics.has_hold, true);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	char rx[24];
+	probe_u64_to_dec((uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec - 2000000, rx);
+	struct fake_prop stamp = { NULL, MQTT_PROP_USER_PROPERTY, "broker-rx-ns", rx };
+	struct fake_prop other = { &stamp, MQTT_PROP_USER_PROPERTY, "broker-rx-nsx", "1" };
+	struct fake_prop first = { &other, MQTT_PROP_CONTENT_TYPE, "broker-rx-ns", "5" };
+	struct mosquitto_evt_message ed = { .properties = (mosquitto_property *)&first };
+	assert_int_equal(probe_events__message_out(27, &ed, &s), MOSQ_ERR_SUCCESS);
+	assert_int_equal(probe_get(&s.metrics.deliveries), 1);
+	/* 2 ms (and a little): in the (2.5 ms] bucket */
+	assert_int_equal(probe_get(&s.metrics.hold_buckets[6]), 1);
+	assert_true(probe_get(&s.metrics.hold_sum_ns) >= 2000000);
+	assert_ptr_equal(ed.properties, &copied); /* this delivery's own copy, with broker-tx-ns */
+	assert_string_equal(stub.last_name, "broker-tx-ns");
+	assert_true(strtoull(stub.last_value, NULL, 10) > strtoull(rx, NULL, 10));
+
+	stub.protocol_version = 4; /* no properties in v3.1.1: no copy */
+	ed.properties = (mosquitto_property *)&first;
+	probe_events__message_out(27, &ed, &s);
+	assert_ptr_equal(ed.properties, &first);
+	assert_int_equal(stub.pairs, 1);
+
+	ed.properties = (mosquitto_property *)&other; /* not stamped: delivered, not timed */
+	other.next = NULL;
+	probe_events__message_out(27, &ed, &s);
+	assert_int_equal(probe_get(&s.metrics.deliveries), 3);
+	assert_int_equal(probe_get(&s.metrics.hold_sum_ns) > 0, 1);
+	uint64_t timed = 0;
+	for (int i = 0; i < PROBE_HOLD_BUCKETS; i++)
+		timed += probe_get(&s.metrics.hold_buckets[i]);
+	assert_int_equal(timed, 2);
+
+	struct probe_buf b = { 0 };
+	probe_metrics__render_prometheus(&s.metrics, NULL, false, &b);
+	b.data[b.len] = '\0';
+	if (!has_line(b.data, "mosquitto_message_hold_seconds_bucket{le=\"0.0025\"} 2")
+	    || !has_line(b.data, "mosquitto_message_hold_seconds_count 2"))
+		fail_msg("hold histogram wrong in:\n%s", b.data);
+	probe_buf__free(&b);
+	probe_props__set_api(&(struct probe_props_api) { 0 });
+}
+
+static void disconnect_reasons_of_mosquitto_21(void **state)
+{
+	(void)state;
+	assert_int_equal(probe_reason_of(0), PROBE_REASON_NORMAL);
+	assert_int_equal(probe_reason_of(7), PROBE_REASON_CLOSED);
+	assert_int_equal(probe_reason_of(19), PROBE_REASON_KEEPALIVE);
+	assert_int_equal(probe_reason_of(21), PROBE_REASON_PROTOCOL);
+	assert_int_equal(probe_reason_of(11), PROBE_REASON_AUTH);
+	assert_int_equal(probe_reason_of(142), PROBE_REASON_TAKEN_OVER);
+	assert_int_equal(probe_reason_of(152), PROBE_REASON_ADMIN);
+	assert_int_equal(probe_reason_of(30), PROBE_REASON_OTHER); /* 2.0's ADMINISTRATIVE_ACTION */
+	assert_int_equal(probe_reason_of(-1), PROBE_REASON_OTHER);
+	assert_string_equal(probe_reason_names[PROBE_REASON_TAKEN_OVER], "taken_over");
 }
 
 static void stamp_failure_is_counted_not_fatal(void **state)
@@ -247,6 +411,10 @@ int main(void)
 		cmocka_unit_test(options_errors_name_the_option),
 		cmocka_unit_test(message_is_counted_and_stamped),
 		cmocka_unit_test(stamp_failure_is_counted_not_fatal),
+		cmocka_unit_test(options_stamp_choices),
+		cmocka_unit_test(stamp_only_filtered_topics_one_in_n),
+		cmocka_unit_test(message_out_measures_time_in_broker),
+		cmocka_unit_test(disconnect_reasons_of_mosquitto_21),
 		cmocka_unit_test(disconnects_split_by_identity),
 		cmocka_unit_test(auth_observer_counts_each_client_once_and_defers),
 		cmocka_unit_test(fanout_counts_reads_per_message),
