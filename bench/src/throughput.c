@@ -51,7 +51,9 @@ struct bench {
 	uint64_t mono0, wall0;
 	struct bench_schedule sched;
 	struct bench_stream *streams; /* [sub * npubs + pub] */
-	struct mqc_hist lat, actual, lag, to_broker, from_broker;
+	/* to_broker: send -> broker-rx-ns. With broker-tx-ns: in_broker (rx -> tx) and from_broker
+	 * (tx -> receive); without: from_broker_rx (rx -> receive, the broker's time included). */
+	struct mqc_hist lat, actual, lag, to_broker, in_broker, from_broker, from_broker_rx;
 	struct bench_counts n;
 	uint64_t backlog_limit;
 	uint64_t completed; /* written (QoS 0) or acknowledged (QoS 1/2), over all publishers */
@@ -195,20 +197,24 @@ static void on_disconnect(struct mosquitto *m, void *obj, int rc, const mosquitt
 		c->lost = true; /* our own DISCONNECT, at the end */
 }
 
-static uint64_t broker_rx_ns(const mosquitto_property *props)
+/* The probe's stamps: broker-rx-ns (when the broker received the message) and, from a probe on
+ * mosquitto 2.1 with tx_stamp, broker-tx-ns (when it sent this copy). The last of each wins (a
+ * bridge may add more); 0 when absent. */
+static void broker_stamps(const mosquitto_property *props, uint64_t *rx, uint64_t *tx)
 {
-	uint64_t rx = 0;
+	*rx = *tx = 0;
 	bool first = true;
 	for (const mosquitto_property *p = props; p;) {
 		char *k = NULL, *v = NULL;
 		p = mosquitto_property_read_string_pair(p, MQTT_PROP_USER_PROPERTY, &k, &v, !first);
 		first = false;
 		if (p && strcmp(k, "broker-rx-ns") == 0)
-			rx = strtoull(v, NULL, 10); /* the last one wins (a bridge may add more) */
+			*rx = strtoull(v, NULL, 10);
+		else if (p && strcmp(k, "broker-tx-ns") == 0)
+			*tx = strtoull(v, NULL, 10);
 		free(k);
 		free(v);
 	}
-	return rx;
 }
 
 static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_message *msg,
@@ -235,11 +241,17 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 		mqc_hist_record(&b->actual, recv_wall > sent_wall ? recv_wall - sent_wall : 0);
 	}
 	if (props) {
-		uint64_t rx = broker_rx_ns(props);
+		uint64_t rx, tx;
+		broker_stamps(props, &rx, &tx);
 		if (rx) {
 			uint64_t real_now = mqc_wall_ns();
 			mqc_hist_record(&b->to_broker, rx > sent_wall ? rx - sent_wall : 0);
-			mqc_hist_record(&b->from_broker, real_now > rx ? real_now - rx : 0);
+			if (tx >= rx) { /* three legs: the broker said when it sent this copy */
+				mqc_hist_record(&b->in_broker, tx - rx);
+				mqc_hist_record(&b->from_broker, real_now > tx ? real_now - tx : 0);
+			} else {
+				mqc_hist_record(&b->from_broker_rx, real_now > rx ? real_now - rx : 0);
+			}
 		}
 	}
 }
@@ -501,7 +513,13 @@ static void report(struct bench *b, const struct probe_sample *p0, const struct 
 		cJSON_AddItemToObject(l, "actual", bench_latency_json(&b->actual));
 		cJSON_AddItemToObject(l, "schedule_lag", bench_latency_json(&b->lag));
 		cJSON_AddItemToObject(l, "publisher_to_broker", bench_latency_json(&b->to_broker));
-		cJSON_AddItemToObject(l, "broker_to_subscriber", bench_latency_json(&b->from_broker));
+		if (b->in_broker.count) {
+			cJSON_AddItemToObject(l, "inside_broker", bench_latency_json(&b->in_broker));
+			cJSON_AddItemToObject(l, "broker_to_subscriber", bench_latency_json(&b->from_broker));
+		} else {
+			cJSON_AddItemToObject(
+			    l, "broker_to_subscriber", bench_latency_json(&b->from_broker_rx));
+		}
 		cJSON *cpu = cJSON_AddObjectToObject(root, "cpu_seconds");
 		cJSON_AddNumberToObject(cpu, "mqbench", self_cpu);
 		cJSON_AddNumberToObject(cpu, "broker", broker_cpu);
@@ -553,10 +571,14 @@ static void report(struct bench *b, const struct probe_sample *p0, const struct 
 	if (b->actual.count)
 		bench_print_latency(stdout, "from actual send:", &b->actual);
 	bench_print_latency(stdout, "schedule lag:", &b->lag);
-	if (b->to_broker.count) {
+	if (b->to_broker.count)
 		bench_print_latency(stdout, "publisher->broker:", &b->to_broker);
+	if (b->in_broker.count) {
+		bench_print_latency(stdout, "inside broker:", &b->in_broker);
 		bench_print_latency(stdout, "broker->subscriber:", &b->from_broker);
 	}
+	if (b->from_broker_rx.count) /* stamped on the way in only: the broker's time included */
+		bench_print_latency(stdout, "broker(rx)->subscriber:", &b->from_broker_rx);
 	if (o->metrics_url && !(p0->ok && p1->ok))
 		printf("broker (probe): n/a (%s could not be read)\n", o->metrics_url);
 	if (p0->ok && p1->ok) {
@@ -618,7 +640,8 @@ int bench_run_throughput(const struct bench_opts *o)
 	b.streams = calloc((size_t)b.npubs * b.nsubs, sizeof *b.streams);
 	if (!b.conns || !b.payload || !b.streams || per_pub > UINT32_MAX || mqc_hist_init(&b.lat, 10)
 	    || mqc_hist_init(&b.actual, 10) || mqc_hist_init(&b.lag, 10)
-	    || mqc_hist_init(&b.to_broker, 10) || mqc_hist_init(&b.from_broker, 10)) {
+	    || mqc_hist_init(&b.to_broker, 10) || mqc_hist_init(&b.in_broker, 10)
+	    || mqc_hist_init(&b.from_broker, 10) || mqc_hist_init(&b.from_broker_rx, 10)) {
 		fprintf(stderr, "mqbench: out of memory for this run\n");
 		return 1;
 	}
@@ -770,6 +793,8 @@ out:
 	mqc_hist_free(&b.lag);
 	mqc_hist_free(&b.to_broker);
 	mqc_hist_free(&b.from_broker);
+	mqc_hist_free(&b.in_broker);
+	mqc_hist_free(&b.from_broker_rx);
 	close(b.ep);
 	mosquitto_lib_cleanup();
 	return rc;

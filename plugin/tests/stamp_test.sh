@@ -2,10 +2,12 @@
 # The stamp's choices on a real broker: stamp_topic filters and 1-in-N sampling (counters stay
 # exact), and on mosquitto 2.1 tx_stamp: each stamped delivery to a v5 subscriber carries
 # broker-tx-ns >= broker-rx-ns, and mosquitto_message_hold_seconds counts one per stamped
-# delivery. Usage: stamp_test.sh TB_RUN [MOSQUITTO]  (77, skipped, when MOSQUITTO is given but
-# missing; without it the default broker, 2.0)
+# delivery, and mqbench splits its latency into publisher->broker, inside the broker and
+# broker->subscriber. Usage: stamp_test.sh TB_RUN MQBENCH [MOSQUITTO]  (77, skipped, when
+# MOSQUITTO is given but missing; without it the default broker, 2.0)
 set -u
-RUN=$1
+RUN=$1 MQBENCH=$2
+shift
 if [ -n "${2:-}" ]; then
   [ -x "$2" ] || { echo "skipped: no mosquitto binary at $2 (scripts/mosquitto-2.1)"; exit 77; }
   export TB_MOSQUITTO=$2
@@ -69,6 +71,19 @@ if [ $on21 = true ]; then
   else
     fail "2.1 tx_stamp: $ok_tx of 3 with tx >= rx, $untimed unstamped with tx, hold count $holds (want 6): $(cat "$tmp/v5")"
   fi
+  "$MQBENCH" throughput --broker "$MQTT_URL" --username "$MQTT_USERNAME" --password "$MQTT_PASSWORD" \
+    --prefix s/a --rate 500 --duration 2 --json >"$tmp/run.json" 2>"$tmp/run.err" \
+    || fail "mqbench: $(cat "$tmp/run.err")"
+  python3 - "$tmp/run.json" <<'PY' || fail "mqbench's three-way split (latency keys: $(python3 -c 'import json,sys; print(list(json.load(open(sys.argv[1]))["latency"]))' "$tmp/run.json"))"
+import json, sys
+l = json.load(open(sys.argv[1]))["latency"]
+legs = [l[k]["hist"]["count"] for k in ("publisher_to_broker", "inside_broker", "broker_to_subscriber")]
+# stamp_every 2 under s/a/#: half of the ~1000 messages carry both stamps
+assert all(400 <= n <= 600 for n in legs), legs
+assert l["inside_broker"]["p50"] < l["intended"]["p50"], l
+print("ok: mqbench splits %d deliveries three ways: publisher->broker p50 %d ns, inside broker %d ns, broker->subscriber %d ns"
+      % (legs[1], l["publisher_to_broker"]["p50"], l["inside_broker"]["p50"], l["broker_to_subscriber"]["p50"]))
+PY
 else
   grep -q 'broker-tx-ns' "$tmp/v5" && fail "broker-tx-ns on 2.0, which has no MESSAGE_OUT"
   [ -z "$(metric mosquitto_message_hold_seconds_count)" ] || fail "a hold histogram on 2.0"
