@@ -7,7 +7,8 @@
  * libmosquitto's real property functions (the stamp's allocation, and freeing it as the broker
  * does after the last delivery) and prints nanoseconds per call, the median of 7 runs. The
  * broker-only functions are stubbed; 2.1's in-place property accessors are modelled by a list
- * walk (libmosquitto 2.0 has none).
+ * walk (libmosquitto 2.0 has none). mosquitto 2.0 calls TICK on every pass of its loop, about
+ * once per message under load; 2.1 only as often as the probe asks (every 100 ms).
  *
  * Usage: probe_path [--calls N (1000000)]
  */
@@ -104,7 +105,7 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-enum kind { MESSAGE, MESSAGE_READ, MESSAGE_OUT };
+enum kind { MESSAGE, MESSAGE_READ, MESSAGE_OUT, TICK };
 
 struct path_case {
 	const char *name;
@@ -141,6 +142,11 @@ static double run(const struct path_case *c, long calls)
 				ed.properties = (mosquitto_property *)&first;
 				probe_events__message_out(PROBE_EVT_MESSAGE_OUT, &ed, &s);
 				break;
+			case TICK: {
+				struct mosquitto_evt_tick tick = { 0 };
+				probe_events__tick(MOSQ_EVT_TICK, &tick, &s);
+				break;
+			}
 		}
 	}
 	double ns = (double)(now_ns() - t0) / (double)calls;
@@ -180,6 +186,8 @@ int main(int argc, char **argv)
 		{ "MESSAGE_OUT (2.1), deliveries only", MESSAGE_OUT, { .stamp_every = 1 }, false },
 		{ "MESSAGE_OUT (2.1), + time in broker", MESSAGE_OUT, { .stamp = true, .stamp_every = 1 },
 		    true },
+		{ "TICK (2.0: every loop pass, ~1 per message)", TICK,
+		    { .stamp = true, .stamp_every = 1, .sys_interval_s = 10 }, false },
 	};
 	strcpy(cases[3].cfg.stamp_topic[0], "sensors/+/temperature");
 	printf(

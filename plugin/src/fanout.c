@@ -77,6 +77,8 @@ void probe_fanout__tick(
 {
 	close_current(f, m);
 	for (int i = 0; i < PROBE_QOS2_SLOTS; i++)
-		if (f->qos2[i].payload && (f->qos2[i].count > 0 || now_ns - f->qos2[i].since_ns > ttl_ns))
+		if (f->qos2[i].payload
+		    && (f->qos2[i].count > 0
+		        || (now_ns > f->qos2[i].since_ns && now_ns - f->qos2[i].since_ns > ttl_ns)))
 			close_qos2(f, m, i);
 }
