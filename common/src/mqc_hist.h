@@ -33,7 +33,6 @@ struct mqc_hist {
 /** Allocate for sub_bits in 1..14. Returns 0 or -1. */
 int mqc_hist_init(struct mqc_hist *h, unsigned sub_bits);
 void mqc_hist_free(struct mqc_hist *h);
-void mqc_hist_reset(struct mqc_hist *h);
 
 void mqc_hist_record(struct mqc_hist *h, uint64_t value);
 

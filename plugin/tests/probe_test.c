@@ -15,8 +15,7 @@
 
 #include "mqc_clock.h"
 #include "mqc_http.h"
-#include "tb_internal.h"
-#include "tb_test_util.h"
+#include "tb_test.h"
 
 /* Run against mosquitto 2.1 (on_broker.sh sets it): the probe counts from 2.1's events. */
 static bool on_21(void)

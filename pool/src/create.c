@@ -46,7 +46,7 @@ static void pool_free(struct mqp_pool *p)
 	free(p->lease_gen);
 	free(p->lease_held);
 	free(p->lease_info);
-	free(p->heap.v);
+	mqc_heap_free(&p->heap);
 	SSL_CTX_free(p->ssl_ctx);
 	if (p->ep >= 0)
 		close(p->ep);

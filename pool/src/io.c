@@ -332,8 +332,8 @@ static void explain_pending_connect(struct mqp_pool *p, uint64_t now)
 
 static void expire(struct mqp_pool *p, uint64_t now)
 {
-	while (p->heap.len && p->heap.v[0]->deadline <= now) {
-		struct op *op = p->heap.v[0];
+	while (p->heap.len && p->heap.v[0].key <= now) {
+		struct op *op = p->heap.v[0].item;
 		if (op->queued) { /* never got a connection */
 			mqp__fifo_remove(op->kind == OP_ACQUIRE ? &p->acquirers : &p->queue, op);
 			left_queue(p, op, false);
@@ -417,8 +417,8 @@ void mqp__io_run(struct mqp_pool *p)
 		dispatch(p);
 		publish_gauges(p);
 		uint64_t now = mqc_now_ns(), wake = next_misc;
-		if (p->heap.len && p->heap.v[0]->deadline < wake)
-			wake = p->heap.v[0]->deadline;
+		if (p->heap.len && p->heap.v[0].key < wake)
+			wake = p->heap.v[0].key;
 		for (unsigned i = 0; i < p->opt.max_size; i++)
 			if (p->conns[i].open && !p->conns[i].ready && p->conns[i].connect_deadline < wake)
 				wake = p->conns[i].connect_deadline;
@@ -466,7 +466,7 @@ void mqp__io_run(struct mqp_pool *p)
 	/* Closing: every op completes with MQP_ECLOSED, every connection goes. */
 	take_incoming(p);
 	while (p->heap.len) {
-		struct op *op = p->heap.v[0];
+		struct op *op = p->heap.v[0].item;
 		if (op->queued)
 			mqp__fifo_remove(op->kind == OP_ACQUIRE ? &p->acquirers : &p->queue, op);
 		mqp__finish(p, op, MQP_ECLOSED);

@@ -8,69 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* --- the deadline heap ------------------------------------------------------------------- */
+/* --- the deadline heap (common's mqc_heap, keyed by deadline) ------------------------------ */
 
-static void heap_swap(struct op_heap *h, size_t a, size_t b)
+static void op_moved(void *item, size_t index)
 {
-	struct op *t = h->v[a];
-	h->v[a] = h->v[b];
-	h->v[b] = t;
-	h->v[a]->heap_index = a;
-	h->v[b]->heap_index = b;
+	((struct op *)item)->heap_index = index;
 }
 
-static void heap_up(struct op_heap *h, size_t i)
+int mqp__heap_push(struct mqc_heap *h, struct op *op)
 {
-	while (i > 0 && h->v[i]->deadline < h->v[(i - 1) / 2]->deadline) {
-		heap_swap(h, i, (i - 1) / 2);
-		i = (i - 1) / 2;
-	}
+	h->moved = op_moved;
+	return mqc_heap_push(h, op->deadline, op);
 }
 
-static void heap_down(struct op_heap *h, size_t i)
+void mqp__heap_remove(struct mqc_heap *h, struct op *op)
 {
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i;
-		if (l < h->len && h->v[l]->deadline < h->v[m]->deadline)
-			m = l;
-		if (r < h->len && h->v[r]->deadline < h->v[m]->deadline)
-			m = r;
-		if (m == i)
-			return;
-		heap_swap(h, i, m);
-		i = m;
-	}
-}
-
-int mqp__heap_push(struct op_heap *h, struct op *op)
-{
-	if (h->len == h->cap) {
-		size_t cap = h->cap ? h->cap * 2 : 64;
-		struct op **grown = realloc(h->v, cap * sizeof *grown);
-		if (!grown)
-			return -1;
-		h->v = grown;
-		h->cap = cap;
-	}
-	op->heap_index = h->len;
-	h->v[h->len++] = op;
-	heap_up(h, op->heap_index);
-	return 0;
-}
-
-void mqp__heap_remove(struct op_heap *h, struct op *op)
-{
-	size_t i = op->heap_index;
-	if (i == SIZE_MAX)
-		return;
-	op->heap_index = SIZE_MAX;
-	h->len--;
-	if (i != h->len) {
-		h->v[i] = h->v[h->len];
-		h->v[i]->heap_index = i;
-		heap_up(h, i);
-		heap_down(h, h->v[i]->heap_index);
-	}
+	mqc_heap_remove(h, op->heap_index); /* MQC_HEAP_NONE (not in it) is ignored */
 }
 
 /* --- FIFO wait queues -------------------------------------------------------------------- */

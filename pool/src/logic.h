@@ -14,8 +14,9 @@ enum { MQP_BACKOFF_MIN_MS = 100, MQP_BACKOFF_MAX_MS = 5000 };
 enum mqp_evict { MQP_KEEP, MQP_EVICT_LIFETIME, MQP_EVICT_IDLE };
 enum mqp_unmatched { MQP_STRAY, MQP_LATE };
 
-int mqp__heap_push(struct op_heap *h, struct op *op); /* -1: out of memory */
-void mqp__heap_remove(struct op_heap *h, struct op *op);
+/* An op's deadline must not change while it is in the heap. */
+int mqp__heap_push(struct mqc_heap *h, struct op *op); /* -1: out of memory */
+void mqp__heap_remove(struct mqc_heap *h, struct op *op);
 void mqp__fifo_push(struct op_fifo *q, struct op *op);
 struct op *mqp__fifo_pop(struct op_fifo *q); /* NULL when empty */
 bool mqp__fifo_remove(struct op_fifo *q, struct op *op);

@@ -46,7 +46,7 @@ struct op *mqp__op_new(enum op_kind kind, const char *topic, const void *payload
 	op->retain = retain;
 	op->deadline = deadline;
 	op->submitted = mqc_now_ns();
-	op->heap_index = SIZE_MAX;
+	op->heap_index = MQC_HEAP_NONE;
 	return op;
 }
 

@@ -20,6 +20,7 @@
 #include <uthash.h>
 
 #include "corr.h"
+#include "mqc_heap.h"
 #include "mqttpool.h"
 
 enum op_kind {
@@ -71,7 +72,7 @@ struct op {
 	/* I/O thread only (queue_next also links the inbox, under its lock) */
 	struct op *queue_next;
 	bool queued, in_pending, acked;
-	size_t heap_index;
+	size_t heap_index; /* in the pool's deadline heap; MQC_HEAP_NONE when not */
 	struct pconn *conn;
 	struct op *conn_next;
 	int mid;
@@ -80,12 +81,6 @@ struct op {
 	uint64_t first_dispatch;    /* the dispatch pass that first saw it queued */
 	UT_hash_handle hh;          /* the pool's pending requests, by correlation */
 	UT_hash_handle hh_ticket;   /* the pool's async calls, by ticket */
-};
-
-/* Every op the I/O thread holds, by deadline (a binary min-heap; logic.c). */
-struct op_heap {
-	struct op **v;
-	size_t len, cap;
 };
 
 /* A FIFO of waiting ops, linked through queue_next (logic.c). */

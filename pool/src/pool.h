@@ -97,9 +97,9 @@ struct mqp_pool {
 		bool reported;
 	} * lease_info;
 	uint64_t next_housekeeping;
-	struct op *pending; /* requests by correlation */
-	struct op *tickets; /* async calls by ticket */
-	struct op_heap heap;
+	struct op *pending;   /* requests by correlation */
+	struct op *tickets;   /* async calls by ticket */
+	struct mqc_heap heap; /* every op the I/O thread holds, by deadline */
 	unsigned backoff_ms;
 	uint64_t backoff_until;
 	bool connect_failed;

@@ -19,7 +19,7 @@
 #include "mqc_clock.h"
 #include "mqttpool.h"
 #include "pool_test_util.h"
-#include "tb_test_util.h"
+#include "tb_test.h"
 
 static bool wait_calls(struct async_call *calls, int n, int timeout_ms)
 {

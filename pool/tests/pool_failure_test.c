@@ -19,7 +19,7 @@
 #include "mqc_clock.h"
 #include "mqttpool.h"
 #include "pool_test_util.h"
-#include "tb_test_util.h"
+#include "tb_test.h"
 
 static void unreachable_broker_fails_fast_with_the_reason(void **state)
 {

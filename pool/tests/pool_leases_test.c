@@ -19,7 +19,7 @@
 #include "mqc_clock.h"
 #include "mqttpool.h"
 #include "pool_test_util.h"
-#include "tb_test_util.h"
+#include "tb_test.h"
 
 /* A lease must not subscribe to its connection's own inbox filter: the subscription would
  * replace the inbox's, and releasing it would leave the connection deaf to every reply. */

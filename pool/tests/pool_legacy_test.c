@@ -18,7 +18,7 @@
 #include "mqc_clock.h"
 #include "mqttpool.h"
 #include "pool_test_util.h"
-#include "tb_test_util.h"
+#include "tb_test.h"
 
 struct legacy_worker {
 	mqp_pool *pool;

@@ -19,7 +19,7 @@
 #include "mqc_clock.h"
 #include "mqttpool.h"
 #include "pool_test_util.h"
-#include "tb_test_util.h"
+#include "tb_test.h"
 
 struct waiter {
 	mqp_pool *pool;

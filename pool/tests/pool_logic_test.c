@@ -21,10 +21,10 @@ static void heap_pops_in_deadline_order_after_random_removals(void **state)
 	(void)state;
 	enum { N = 500 };
 	static struct op ops[N];
-	struct op_heap h = { 0 };
+	struct mqc_heap h = { 0 };
 	srandom(7);
 	for (int i = 0; i < N; i++) {
-		ops[i] = (struct op) { .deadline = (uint64_t)random() % 1000, .heap_index = SIZE_MAX };
+		ops[i] = (struct op) { .deadline = (uint64_t)random() % 1000, .heap_index = MQC_HEAP_NONE };
 		assert_int_equal(mqp__heap_push(&h, &ops[i]), 0);
 	}
 	/* Remove every third from wherever it sits (a completion before its deadline). */
@@ -34,14 +34,14 @@ static void heap_pops_in_deadline_order_after_random_removals(void **state)
 	assert_int_equal(h.len, N - (N + 2) / 3);
 	uint64_t last = 0;
 	while (h.len) {
-		struct op *min = h.v[0];
+		struct op *min = h.v[0].item;
 		assert_true(min->deadline >= last);
 		assert_int_equal(min->heap_index, 0);
 		last = min->deadline;
 		mqp__heap_remove(&h, min);
-		assert_int_equal(min->heap_index, SIZE_MAX);
+		assert_int_equal(min->heap_index, MQC_HEAP_NONE);
 	}
-	free(h.v);
+	mqc_heap_free(&h);
 }
 
 /* --- wait queues ------------------------------------------------------------------------- */

@@ -19,7 +19,7 @@
 #include "mqc_clock.h"
 #include "mqttpool.h"
 #include "pool_test_util.h"
-#include "tb_test_util.h"
+#include "tb_test.h"
 
 static void two_pools_in_one_process_do_not_collide(void **state)
 {

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "mqc_clock.h"
+#include "mqc_heap.h"
 #include "mqc_net.h"
 #include "mqc_random.h"
 #include "responder_core.h"
@@ -27,7 +28,6 @@
 enum { SLOT_INLINE = 480, TOPIC_MAX = 1024, EV_SOCKET = 1, EV_TIMER, EV_SIGNAL };
 
 struct slot {
-	uint64_t due;
 	int copies;
 	bool stray, has_corr;
 	uint16_t topic_len, corr_len;
@@ -46,54 +46,12 @@ struct responder {
 	struct rsp_rng rng;
 	struct mosquitto *m;
 	struct slot *slots;
-	size_t *heap, heap_len; /* indices into slots, ordered by due */
+	struct mqc_heap heap; /* slots waiting, keyed by when their replies are due */
 	size_t *free_list, free_len;
 	struct stats st;
 	bool connected, stopping;
 	int exit_code;
 };
-
-/* --- delayed-reply heap ------------------------------------------------------------------- */
-
-static bool earlier(const struct responder *r, size_t a, size_t b)
-{
-	return r->slots[r->heap[a]].due < r->slots[r->heap[b]].due;
-}
-
-static void heap_swap(struct responder *r, size_t a, size_t b)
-{
-	size_t t = r->heap[a];
-	r->heap[a] = r->heap[b];
-	r->heap[b] = t;
-}
-
-static void heap_push(struct responder *r, size_t slot)
-{
-	size_t i = r->heap_len++;
-	r->heap[i] = slot;
-	while (i > 0 && earlier(r, i, (i - 1) / 2)) {
-		heap_swap(r, i, (i - 1) / 2);
-		i = (i - 1) / 2;
-	}
-}
-
-static size_t heap_pop(struct responder *r)
-{
-	size_t top = r->heap[0];
-	r->heap[0] = r->heap[--r->heap_len];
-	for (size_t i = 0;;) {
-		size_t l = 2 * i + 1, rr = l + 1, m = i;
-		if (l < r->heap_len && earlier(r, l, m))
-			m = l;
-		if (rr < r->heap_len && earlier(r, rr, m))
-			m = rr;
-		if (m == i)
-			break;
-		heap_swap(r, i, m);
-		i = m;
-	}
-	return top;
-}
 
 /* --- replies ------------------------------------------------------------------------------ */
 
@@ -162,14 +120,13 @@ static void hold_reply(struct responder *r, uint64_t due, const char *topic, con
 		memcpy(s->data + topic_len + 1, corr, (size_t)corr_len);
 	if (payload_len > 0)
 		memcpy(s->data + topic_len + 1 + corr_len, payload, (size_t)payload_len);
-	s->due = due;
 	s->copies = plan->copies;
 	s->stray = plan->stray;
 	s->has_corr = has_corr;
 	s->topic_len = (uint16_t)topic_len;
 	s->corr_len = (uint16_t)corr_len;
 	s->payload_len = (uint32_t)payload_len;
-	heap_push(r, idx);
+	mqc_heap_push(&r->heap, due, s); /* room for max_pending was reserved: cannot fail */
 }
 
 static void release_slot(struct responder *r, size_t idx)
@@ -183,9 +140,9 @@ static void release_slot(struct responder *r, size_t idx)
 
 static void fire_due(struct responder *r, uint64_t now)
 {
-	while (r->heap_len && r->slots[r->heap[0]].due <= now) {
-		size_t idx = heap_pop(r);
-		struct slot *s = &r->slots[idx];
+	while (r->heap.len && r->heap.v[0].key <= now) {
+		struct slot *s = mqc_heap_pop(&r->heap);
+		size_t idx = (size_t)(s - r->slots);
 		const char *corr = s->data + s->topic_len + 1;
 		send_replies(r, s->data, (const unsigned char *)corr, s->corr_len, s->has_corr,
 		    corr + s->corr_len, (int)s->payload_len, s->copies, s->stray);
@@ -383,8 +340,8 @@ static int run(struct responder *r, int sfd)
 			want_out = need_out;
 		}
 		uint64_t wake = next_misc;
-		if (r->heap_len && r->slots[r->heap[0]].due < wake)
-			wake = r->slots[r->heap[0]].due;
+		if (r->heap.len && r->heap.v[0].key < wake)
+			wake = r->heap.v[0].key;
 		arm_timer(tfd, wake);
 
 		struct epoll_event events[4];
@@ -461,9 +418,8 @@ int main(int argc, char **argv)
 	}
 	r.rng.state = r.o.seed;
 	r.slots = calloc(r.o.max_pending, sizeof *r.slots);
-	r.heap = calloc(r.o.max_pending, sizeof *r.heap);
 	r.free_list = calloc(r.o.max_pending, sizeof *r.free_list);
-	if (!r.slots || !r.heap || !r.free_list) {
+	if (!r.slots || mqc_heap_reserve(&r.heap, r.o.max_pending) != 0 || !r.free_list) {
 		fprintf(stderr, "responder: cannot allocate %zu reply slots\n", r.o.max_pending);
 		return 1;
 	}
@@ -479,9 +435,9 @@ int main(int argc, char **argv)
 
 	mosquitto_lib_init();
 	int rc = setup_client(&r) == 0 ? run(&r, sfd) : 1;
-	r.st.pending_discarded = r.heap_len;
-	while (r.heap_len)
-		release_slot(&r, heap_pop(&r));
+	r.st.pending_discarded = r.heap.len;
+	while (r.heap.len)
+		release_slot(&r, (size_t)((struct slot *)mqc_heap_pop(&r.heap) - r.slots));
 	printf("responder: requests=%lu replies=%lu dropped=%lu duplicated=%lu late=%lu stray=%lu "
 	       "retained_ignored=%lu loops_refused=%lu overflow=%lu pending_discarded=%lu "
 	       "publish_errors=%lu\n",
@@ -492,7 +448,7 @@ int main(int argc, char **argv)
 	mosquitto_destroy(r.m);
 	mosquitto_lib_cleanup();
 	free(r.slots);
-	free(r.heap);
+	mqc_heap_free(&r.heap);
 	free(r.free_list);
 	close(sfd);
 	return rc;

@@ -133,12 +133,6 @@ static bool got_message(const struct tb_client *c)
 	return c->head != NULL;
 }
 
-static bool never(const struct tb_client *c)
-{
-	(void)c;
-	return false;
-}
-
 int tb_client_connect(const struct tb_client_options *o, struct tb_client **out, int *reason,
     char *err, size_t errlen)
 {
@@ -210,13 +204,6 @@ int tb_client_subscribe(
 	return run_until(c, got_ack, c->timeout_ms) ? c->ack_result : -1;
 }
 
-int tb_client_unsubscribe(struct tb_client *c, const char *filter)
-{
-	if (mosquitto_unsubscribe(c->m, &c->last_mid, filter) != MOSQ_ERR_SUCCESS)
-		return -1;
-	return run_until(c, got_ack, c->timeout_ms) ? 0 : -1;
-}
-
 int tb_client_publish(struct tb_client *c, const char *topic, const void *payload, int len, int qos,
     bool retain, const mosquitto_property *props)
 {
@@ -239,17 +226,6 @@ struct tb_message *tb_client_receive(struct tb_client *c, int timeout_ms)
 		c->tail = &c->head;
 	m->next = NULL;
 	return m;
-}
-
-bool tb_client_pump(struct tb_client *c, int ms)
-{
-	run_until(c, never, ms);
-	return c->connected;
-}
-
-bool tb_client_connected(const struct tb_client *c)
-{
-	return c->connected;
 }
 
 void tb_message_free(struct tb_message *m)

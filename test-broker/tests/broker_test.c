@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "tb_internal.h"
-#include "tb_test_util.h"
+#include "tb_test.h"
 
 static int hostname_port; /* an extra TLS listener on 127.0.0.2, not named in the certificate */
 

@@ -12,8 +12,7 @@
 #include <unistd.h>
 
 #include "mqc_clock.h"
-#include "tb_internal.h"
-#include "tb_test_util.h"
+#include "tb_test.h"
 
 static mosquitto_property *request_props(const char *response_topic, const void *corr, int len)
 {

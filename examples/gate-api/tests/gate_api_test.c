@@ -14,8 +14,7 @@
 
 #include "mqc_clock.h"
 #include "mqc_http.h"
-#include "tb_internal.h"
-#include "tb_test_util.h"
+#include "tb_test.h"
 
 struct gate {
 	struct tb_responder proc;
@@ -293,7 +292,7 @@ static void an_unreachable_broker_is_502_with_the_reason(void **state)
 {
 	(void)state;
 	char url[64];
-	snprintf(url, sizeof url, "mqtt://127.0.0.1:%d", tb__free_port());
+	snprintf(url, sizeof url, "mqtt://127.0.0.1:%d", tb_test_free_port());
 	struct gate g = gate_start(url, "--timeout", "3s", NULL);
 	for (int naive = 0; naive < 2; naive++) {
 		uint64_t t0 = mqc_now_ns();

@@ -1,11 +1,11 @@
 /*
- * tb_test_util.h - the integration-test fixture: one real broker per test executable.
+ * tb_test.h - the test harness: one real broker per test executable, and spawned programs.
  *
  * tb_test_run() starts the broker, runs the cmocka group, dumps the broker log when a test
  * failed, and stops the broker. Tests reach the broker through tb_test_broker().
  */
-#ifndef TB_TEST_UTIL_H
-#define TB_TEST_UTIL_H
+#ifndef TB_TEST_H
+#define TB_TEST_H
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -62,6 +62,9 @@ struct tb_responder_summary tb_test_responder_stop(struct tb_responder *r);
 
 /** Kill it without looking at how it ended (a responder whose broker went away exits 1). */
 void tb_test_responder_kill(struct tb_responder *r);
+
+/** A TCP port on 127.0.0.1 that nothing listens on right now (bound to port 0, then closed). */
+int tb_test_free_port(void);
 
 #define TB_TEST_RUN(tests, options) \
 	tb_test_run(__FILE__, tests, sizeof(tests) / sizeof((tests)[0]), options)

@@ -1,4 +1,4 @@
-#include "tb_test_util.h"
+#include "tb_test.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -159,4 +159,9 @@ void tb_test_responder_kill(struct tb_responder *r)
 	kill(r->pid, SIGKILL);
 	waitpid(r->pid, NULL, 0);
 	unlink(r->log);
+}
+
+int tb_test_free_port(void)
+{
+	return tb__free_port();
 }

@@ -48,9 +48,6 @@ int tb_client_connect(const struct tb_client_options *options, struct tb_client 
 int tb_client_subscribe(
     struct tb_client *c, const char *filter, int qos, int options, const mosquitto_property *props);
 
-/** Unsubscribe and wait for UNSUBACK. Returns 0 or -1. */
-int tb_client_unsubscribe(struct tb_client *c, const char *filter);
-
 /**
  * Publish; for QoS 1/2 wait for the acknowledgement. Returns 0, the v5 PUBACK/PUBCOMP reason code
  * when it is an error (>= 0x80), or -1 on failure or timeout. props are copied.
@@ -60,12 +57,6 @@ int tb_client_publish(struct tb_client *c, const char *topic, const void *payloa
 
 /** Take the next received message, waiting up to timeout_ms. Returns NULL on timeout. */
 struct tb_message *tb_client_receive(struct tb_client *c, int timeout_ms);
-
-/** Let the connection run for ms (queueing whatever arrives). Returns false if it dropped. */
-bool tb_client_pump(struct tb_client *c, int ms);
-
-/** Whether the connection is up. */
-bool tb_client_connected(const struct tb_client *c);
 
 void tb_message_free(struct tb_message *m);
 
