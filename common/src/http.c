@@ -150,3 +150,25 @@ double mqc_prom_value(const char *text, const char *name)
 	}
 	return -1;
 }
+
+bool mqc_prom_duplicate(const char *text, char *out, size_t len)
+{
+	const char *seen[4096];
+	size_t seen_len[4096], n = 0;
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		if (*p == '#' || *p == '\n')
+			continue;
+		const char *end = strpbrk(p, " \n"); /* the series: name and labels, up to the value */
+		size_t k = end ? (size_t)(end - p) : strlen(p);
+		for (size_t i = 0; i < n; i++)
+			if (seen_len[i] == k && memcmp(seen[i], p, k) == 0) {
+				snprintf(out, len, "%.*s", (int)k, p);
+				return true;
+			}
+		if (n < sizeof seen / sizeof seen[0]) {
+			seen[n] = p;
+			seen_len[n++] = k;
+		}
+	}
+	return false;
+}

@@ -5,6 +5,7 @@
 #ifndef MQC_HTTP_H
 #define MQC_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct mqc_http_response {
@@ -30,5 +31,12 @@ void mqc_http_response_free(struct mqc_http_response *r);
  * -1 when absent.
  */
 double mqc_prom_value(const char *text, const char *name);
+
+/**
+ * Whether a Prometheus text exposition names one series twice (the same metric name and labels on
+ * two sample lines: a real Prometheus keeps one and drops the other, and promtool does not say).
+ * Returns true with the series in out (truncated to len), or false.
+ */
+bool mqc_prom_duplicate(const char *text, char *out, size_t len);
 
 #endif

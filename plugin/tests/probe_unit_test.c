@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "broker_stubs.h"
+#include "mqc_http.h"
 #include "probe.h"
 
 static int parse(struct probe_config *cfg, char *err, const char *k, const char *v)
@@ -302,6 +303,26 @@ static void disconnect_reasons_of_mosquitto_21(void **state)
 	assert_string_equal(probe_reason_names[PROBE_REASON_TAKEN_OVER], "taken_over");
 }
 
+static void every_series_once_with_every_family_on(void **state)
+{
+	(void)state;
+	struct probe_state s = fresh(true);
+	atomic_store(&s.metrics.has_deliveries, true);
+	atomic_store(&s.metrics.connect_events, true);
+	atomic_store(&s.metrics.has_hold, true);
+	struct probe_process p = { .valid = true };
+	struct probe_buf b = { 0 };
+	probe_metrics__render_prometheus(&s.metrics, &p, true, &b);
+	b.data[b.len] = '\0';
+	char dup[256];
+	if (mqc_prom_duplicate(b.data, dup, sizeof dup))
+		fail_msg("series %s appears twice in:\n%s", dup, b.data);
+	assert_non_null(strstr(b.data, "mosquitto_message_hold_seconds_count 0\n"));
+	assert_non_null(
+	    strstr(b.data, "mosquitto_disconnect_reasons_total{reason=\"taken_over\"} 0\n"));
+	probe_buf__free(&b);
+}
+
 static void stamp_failure_is_counted_not_fatal(void **state)
 {
 	(void)state;
@@ -411,6 +432,7 @@ int main(void)
 		cmocka_unit_test(options_errors_name_the_option),
 		cmocka_unit_test(message_is_counted_and_stamped),
 		cmocka_unit_test(stamp_failure_is_counted_not_fatal),
+		cmocka_unit_test(every_series_once_with_every_family_on),
 		cmocka_unit_test(options_stamp_choices),
 		cmocka_unit_test(stamp_only_filtered_topics_one_in_n),
 		cmocka_unit_test(message_out_measures_time_in_broker),

@@ -47,6 +47,9 @@ if ! promtool check metrics <"$tmp/metrics" >"$tmp/promtool" 2>&1; then
   fail "promtool check metrics: $(cat "$tmp/promtool")"
 fi
 echo "ok: promtool check metrics accepts $(grep -vc '^#' "$tmp/metrics") samples"
+# promtool accepts a series named twice (a real Prometheus keeps one and drops the other)
+dups=$(grep -v '^#' "$tmp/metrics" | awk '{print $1}' | sort | uniq -d)
+[ -z "$dups" ] || fail "series named twice: $dups"
 
 # A real Prometheus server scrapes the probe.
 cat >"$tmp/prometheus.yml" <<YAML

@@ -347,8 +347,10 @@ char *gate_error_json(const char *code, const char *message)
 
 /* --- metrics ------------------------------------------------------------------------------- */
 
-static const int status_slots[GATE_STATUS_SLOTS]
-    = { 200, 400, 404, 405, 413, 500, 502, 503, 504, 0 /* any other */ };
+/* Every status the gateway answers (main.c's --help lists them), then "other": one series each. */
+static const int status_slots[] = { 200, 400, 403, 404, 405, 413, 500, 502, 503, 504, 0 };
+_Static_assert(sizeof status_slots / sizeof status_slots[0] == GATE_STATUS_SLOTS,
+    "one counter slot per status");
 
 void gate_count(struct gate_counters *c, enum gate_backend b, int status)
 {

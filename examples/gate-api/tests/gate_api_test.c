@@ -175,6 +175,9 @@ static void commands_round_trip_on_both_routes(void **state)
 	assert_true(mqc_prom_value(r.body, "gate_api_responses_total{route=\"naive\",status=\"200\"}")
 	    == 1 + 4 * 25);
 	assert_true(mqc_prom_value(r.body, "mqttpool_connections") <= 10); /* the pool's max */
+	char dup[256]; /* promtool accepts a series named twice; Prometheus then drops one */
+	if (mqc_prom_duplicate(r.body, dup, sizeof dup))
+		fail_msg("/metrics names %s twice", dup);
 	/* Well-formed for Prometheus: promtool (Debian's prometheus package) checks the text. */
 	FILE *check = popen("promtool check metrics >/dev/null 2>&1", "w");
 	assert_non_null(check);

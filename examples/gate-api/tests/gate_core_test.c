@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "gate.h"
+#include "mqc_http.h"
 
 static int route(const char *method, const char *path, struct gate_route *r, char *why)
 {
@@ -170,7 +171,12 @@ static void metrics_count_by_route_and_status(void **state)
 	gate_count(&c, GATE_POOL, 200);
 	gate_count(&c, GATE_NAIVE, 504);
 	gate_count(&c, GATE_NAIVE, 418); /* anything else */
+	gate_count(&c, GATE_POOL, 403);
 	char *t = gate_metrics_text(&c, NULL);
+	char dup[256];
+	if (mqc_prom_duplicate(t, dup, sizeof dup))
+		fail_msg("series %s appears twice in:\n%s", dup, t);
+	assert_non_null(strstr(t, "gate_api_responses_total{route=\"pool\",status=\"403\"} 1\n"));
 	assert_non_null(strstr(t, "gate_api_responses_total{route=\"pool\",status=\"200\"} 2\n"));
 	assert_non_null(strstr(t, "gate_api_responses_total{route=\"naive\",status=\"504\"} 1\n"));
 	assert_non_null(strstr(t, "gate_api_responses_total{route=\"naive\",status=\"other\"} 1\n"));
