@@ -448,23 +448,39 @@ static void sample(const struct bench_opts *o, struct broker_usage *u)
 		u->rss_max = rss;
 }
 
+/* Everything a storm holds, whatever of it was made. */
+static void storm_free(struct storm *s)
+{
+	free(s->a);
+	free(s->pkt);
+	free(s->sources);
+	SSL_CTX_free(s->ctx);
+	mqc_hist_free(&s->tcp);
+	mqc_hist_free(&s->connack);
+	if (s->ep >= 0)
+		close(s->ep);
+}
+
 int bench_run_connect(const struct bench_opts *o)
 {
-	struct storm s = { .o = o };
-	if (resolve(&s) != 0 || parse_sources(&s) != 0 || preflight(&s) != 0)
+	struct storm s = { .o = o, .ep = -1 };
+	if (resolve(&s) != 0 || parse_sources(&s) != 0 || preflight(&s) != 0
+	    || (o->url.tls && !(s.ctx = make_ctx(o)))) {
+		storm_free(&s);
 		return 1;
-	if (o->url.tls && !(s.ctx = make_ctx(o)))
-		return 1;
+	}
 	s.a = calloc(o->clients, sizeof *s.a);
 	s.pkt_cap = mqc_mqtt_connect_size("", o->username, o->password) + 128 /* the id */;
 	s.pkt = malloc(s.pkt_cap);
 	s.ep = epoll_create1(EPOLL_CLOEXEC);
 	if (!s.a || !s.pkt || mqc_hist_init(&s.tcp, 10) || mqc_hist_init(&s.connack, 10)) {
 		fprintf(stderr, "mqbench: out of memory\n");
+		storm_free(&s);
 		return 1;
 	}
 	if (s.ep < 0) {
 		perror("mqbench: epoll_create1");
+		storm_free(&s);
 		return 1;
 	}
 	signal(SIGINT, on_signal);
@@ -631,12 +647,6 @@ int bench_run_connect(const struct bench_opts *o)
 		fprintf(stderr, "\n");
 		rc = 1;
 	}
-	free(s.a);
-	free(s.pkt);
-	free(s.sources);
-	SSL_CTX_free(s.ctx);
-	mqc_hist_free(&s.tcp);
-	mqc_hist_free(&s.connack);
-	close(s.ep);
+	storm_free(&s);
 	return rc;
 }

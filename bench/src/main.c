@@ -109,7 +109,7 @@ static int bad(const char *opt, const char *value, const char *expect)
 
 static int parse_duration(const char *opt, const char *v, uint64_t *out)
 {
-	if (mqc_parse_duration(v, MQC_NS_PER_S, out) != 0 || *out > 24 * 3600 * MQC_NS_PER_S)
+	if (mqc_parse_duration(v, MQC_NS_PER_S, out) != 0 || *out > 24ULL * 3600 * MQC_NS_PER_S)
 		return bad(opt, v, "a duration such as 10s, 500ms or 2m");
 	return 0;
 }
@@ -353,7 +353,7 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 					return bad(name, optarg, "a duration above zero");
 				break;
 			case O_SIZE:
-				if (mqc_parse_count(optarg, 256 * 1024 * 1024, &u) != 0 || u < BENCH_HEADER_SIZE)
+				if (mqc_parse_count(optarg, 256ULL << 20, &u) != 0 || u < BENCH_HEADER_SIZE)
 					return bad(name, optarg, "bytes from 16 (the header) to 256M");
 				o->size = (size_t)u;
 				break;

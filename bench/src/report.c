@@ -66,10 +66,10 @@ static void log_range(double lo, double hi, double *ylo, double *yhi)
 /* A grid line and a label ("1us", "10ms") at every decade. */
 static void log_y_axis(double ylo, double yhi)
 {
-	for (double e = ylo; e <= yhi; e++) {
-		double y = H - PAD - (H - PAD - 10) * (e - ylo) / (yhi - ylo);
+	for (int exp10 = (int)ylo; exp10 <= (int)yhi; exp10++) { /* whole decades (log_range) */
+		double y = H - PAD - (H - PAD - 10) * (exp10 - ylo) / (yhi - ylo);
 		static const char *const units[] = { "ns", "us", "ms", "s" };
-		int exp10 = (int)e, unit = exp10 / 3 > 3 ? 3 : exp10 / 3;
+		int unit = exp10 / 3 > 3 ? 3 : exp10 / 3;
 		char label[24];
 		snprintf(label, sizeof label, "%.0f%s", pow(10, exp10 - 3 * unit), units[unit]);
 		printf("<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>"

@@ -377,7 +377,7 @@ int bench_run_request(const struct bench_opts *o)
 			    bench_fmt_ns(mqc_hist_percentile(&r[m].lat, 50), a, sizeof a),
 			    bench_fmt_ns(mqc_hist_percentile(&r[m].lat, 99), b, sizeof b),
 			    bench_fmt_ns(mqc_hist_percentile(&r[m].lat, 99.9), c, sizeof c),
-			    (unsigned long long)(r[m].errors + r[m].timeouts), cn, dc);
+			    (unsigned long long)r[m].errors + r[m].timeouts, cn, dc);
 		}
 		if (r[0].ran && r[1].ran && r[0].rate > 0)
 			printf("pool / naive: %.1fx req/s", r[1].rate / r[0].rate);

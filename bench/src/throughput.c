@@ -624,6 +624,26 @@ static double broker_cpu_seconds(const struct bench_opts *o)
 	return s.ok ? s.cpu_seconds : -1;
 }
 
+/* Everything a run holds, whatever of it was made. */
+static void bench_free(struct bench *b)
+{
+	for (unsigned i = 0; b->conns && i < b->npubs + b->nsubs; i++)
+		if (b->conns[i].m)
+			mosquitto_destroy(b->conns[i].m);
+	for (size_t i = 0; b->streams && i < (size_t)b->npubs * b->nsubs; i++)
+		bench_stream_free(&b->streams[i]);
+	free(b->streams);
+	free(b->conns);
+	free(b->payload);
+	free(b->seconds);
+	struct mqc_hist *hists[] = { &b->lat, &b->actual, &b->lag, &b->to_broker, &b->in_broker,
+		&b->from_broker, &b->from_broker_rx };
+	for (size_t i = 0; i < sizeof hists / sizeof hists[0]; i++)
+		mqc_hist_free(hists[i]);
+	if (b->ep >= 0)
+		close(b->ep);
+}
+
 int bench_run_throughput(const struct bench_opts *o)
 {
 	struct bench b = { .o = o, .npubs = o->publishers, .nsubs = o->subscribers };
@@ -643,12 +663,12 @@ int bench_run_throughput(const struct bench_opts *o)
 	    || mqc_hist_init(&b.to_broker, 10) || mqc_hist_init(&b.in_broker, 10)
 	    || mqc_hist_init(&b.from_broker, 10) || mqc_hist_init(&b.from_broker_rx, 10)) {
 		fprintf(stderr, "mqbench: out of memory for this run\n");
-		return 1;
+		goto out;
 	}
 	for (size_t i = 0; i < (size_t)b.npubs * b.nsubs; i++)
 		if (bench_stream_init(&b.streams[i], (uint32_t)per_pub) != 0) {
 			fprintf(stderr, "mqbench: out of memory for the accounting\n");
-			return 1;
+			goto out;
 		}
 	memset(b.payload, 'm', o->size);
 	b.backlog_limit = o->max_backlog          ? o->max_backlog
@@ -779,23 +799,7 @@ int bench_run_throughput(const struct bench_opts *o)
 	else if (!interrupted)
 		rc = 0;
 out:
-	for (unsigned i = 0; i < b.npubs + b.nsubs; i++)
-		if (b.conns[i].m)
-			mosquitto_destroy(b.conns[i].m);
-	for (size_t i = 0; i < (size_t)b.npubs * b.nsubs; i++)
-		bench_stream_free(&b.streams[i]);
-	free(b.streams);
-	free(b.conns);
-	free(b.payload);
-	free(b.seconds);
-	mqc_hist_free(&b.lat);
-	mqc_hist_free(&b.actual);
-	mqc_hist_free(&b.lag);
-	mqc_hist_free(&b.to_broker);
-	mqc_hist_free(&b.from_broker);
-	mqc_hist_free(&b.in_broker);
-	mqc_hist_free(&b.from_broker_rx);
-	close(b.ep);
+	bench_free(&b);
 	mosquitto_lib_cleanup();
 	return rc;
 }

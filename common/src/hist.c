@@ -39,11 +39,12 @@ size_t mqc_hist_index(unsigned s, uint64_t v)
 
 void mqc_hist_bucket_range(unsigned s, size_t idx, uint64_t *lo, uint64_t *hi)
 {
-	if (idx < (1ULL << s)) {
+	size_t top = idx >> s;
+	if (top == 0) { /* below 2^S: exact */
 		*lo = *hi = idx;
 		return;
 	}
-	unsigned sh = (unsigned)(idx >> s) - 1;
+	unsigned sh = (unsigned)top - 1;
 	*lo = ((idx & ((1ULL << s) - 1)) + (1ULL << s)) << sh;
 	*hi = *lo + (1ULL << sh) - 1;
 }

@@ -58,9 +58,8 @@ static char *exchange(int port, const char *request, size_t len, int64_t deadlin
 		ssize_t w = send(fd, request + sent, len - sent, MSG_NOSIGNAL);
 		if (w > 0)
 			sent += (size_t)w;
-		else if (w < 0 && errno != EAGAIN && errno != EINTR)
-			goto fail;
-		else if (wait_for(fd, POLLOUT, deadline) != 1)
+		else if ((w < 0 && errno != EAGAIN && errno != EINTR)
+		    || wait_for(fd, POLLOUT, deadline) != 1)
 			goto fail;
 	}
 	size_t cap = 65536;
@@ -102,7 +101,7 @@ int mqc_http_raw(
 		return -1;
 	char *body = strstr(buf, "\r\n\r\n");
 	if (strncmp(buf, "HTTP/1.", 7) == 0 && n > 12)
-		out->status = atoi(buf + 9);
+		out->status = (int)strtol(buf + 9, NULL, 10);
 	if (body) {
 		*body = '\0';
 		out->body_len = n - (size_t)(body + 4 - buf);

@@ -9,6 +9,8 @@ size_t mqc_mqtt_put_str(unsigned char *out, size_t cap, const char *s)
 		return 0;
 	out[0] = (unsigned char)(len >> 8);
 	out[1] = (unsigned char)len;
+	/* An MQTT string is length-prefixed, never NUL-terminated: */
+	/* NOLINTNEXTLINE(bugprone-not-null-terminated-result) */
 	memcpy(out + 2, s, len);
 	return len + 2;
 }

@@ -31,6 +31,7 @@
 
 #include "mqc_clock.h"
 #include "mqc_mqtt.h"
+#include "mqc_strutil.h"
 #include "tb_broker.h"
 
 enum { BATCH = 256, RXBUF = 1 << 18 };
@@ -286,20 +287,20 @@ static bool broker_is_21(void)
 
 int main(int argc, char **argv)
 {
-	int rounds = 5;
+	uint64_t rounds_u = 5, size_u = 16;
 	double seconds = 3;
-	size_t size = 16;
-	for (int k = 1; k < argc; k++) {
+	bool bad = false;
+	for (int k = 1; k < argc && !bad; k++) {
 		if (strcmp(argv[k], "--rounds") == 0 && k + 1 < argc)
-			rounds = atoi(argv[++k]);
+			bad = mqc_parse_u64(argv[++k], 1, 50, &rounds_u) != 0;
 		else if (strcmp(argv[k], "--seconds") == 0 && k + 1 < argc)
-			seconds = atof(argv[++k]);
+			bad = mqc_parse_double(argv[++k], 0.1, 3600, &seconds) != 0;
 		else if (strcmp(argv[k], "--size") == 0 && k + 1 < argc)
-			size = (size_t)atol(argv[++k]);
+			bad = mqc_parse_u64(argv[++k], 1, 1024, &size_u) != 0;
 		else if (strcmp(argv[k], "--mosquitto") == 0 && k + 1 < argc)
 			mosquitto_path = argv[++k];
 		else if (strcmp(argv[k], "--short") == 0) {
-			rounds = 1;
+			rounds_u = 1;
 			seconds = 1;
 		} else {
 			fprintf(stderr,
@@ -308,10 +309,12 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (rounds < 1 || rounds > 50 || seconds <= 0 || size < 1 || size > 1024) {
-		fprintf(stderr, "probe_overhead: rounds 1-50, seconds > 0, size 1-1024\n");
+	if (bad) {
+		fprintf(stderr, "probe_overhead: --rounds 1-50, --seconds 0.1-3600, --size 1-1024\n");
 		return 2;
 	}
+	int rounds = (int)rounds_u;
+	size_t size = (size_t)size_u;
 	if (sysconf(_SC_NPROCESSORS_ONLN) >= 2)
 		pin(0, 1);
 	bool is21 = broker_is_21();

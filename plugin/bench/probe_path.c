@@ -22,6 +22,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "fake_props.h"
+#include "mqc_strutil.h"
 #include "probe.h"
 
 /* --- the broker functions the probe's core imports, as cheap as the broker's --------------- */
@@ -58,44 +60,6 @@ int mosquitto_broker_publish(const char *clientid, const char *topic, int payloa
 	return MOSQ_ERR_SUCCESS;
 }
 
-/* --- a stand-in for 2.1's accessors over a two-property list -------------------------------- */
-
-struct fake_prop {
-	const struct fake_prop *next;
-	const char *name, *value;
-};
-static const mosquitto_property *fp_next(const mosquitto_property *p)
-{
-	return (const mosquitto_property *)((const struct fake_prop *)p)->next;
-}
-static int fp_id(const mosquitto_property *p)
-{
-	(void)p;
-	return MQTT_PROP_USER_PROPERTY;
-}
-static const char *fp_name(const mosquitto_property *p)
-{
-	return ((const struct fake_prop *)p)->name;
-}
-static uint16_t fp_name_len(const mosquitto_property *p)
-{
-	return (uint16_t)strlen(fp_name(p));
-}
-static const char *fp_value(const mosquitto_property *p)
-{
-	return ((const struct fake_prop *)p)->value;
-}
-static uint16_t fp_value_len(const mosquitto_property *p)
-{
-	return (uint16_t)strlen(fp_value(p));
-}
-static int fp_copy(mosquitto_property **out, const mosquitto_property *in)
-{
-	(void)in;
-	*out = NULL;
-	return MOSQ_ERR_SUCCESS; /* the copy of the stored list: not modelled */
-}
-
 /* --- the cases ----------------------------------------------------------------------------- */
 
 static uint64_t now_ns(void)
@@ -123,7 +87,8 @@ static double run(const struct path_case *c, long calls)
 	char topic[] = "bench/flood", payload[16] = "0123456789abcde";
 	char rx[24];
 	probe_u64_to_dec(1796300000000000000ULL, rx);
-	struct fake_prop stamp = { NULL, PROBE_STAMP_KEY, rx }, first = { &stamp, "mine", "1" };
+	struct fake_prop stamp = { NULL, MQTT_PROP_USER_PROPERTY, PROBE_STAMP_KEY, rx };
+	struct fake_prop first = { &stamp, MQTT_PROP_USER_PROPERTY, "mine", "1" };
 	uint64_t t0 = now_ns();
 	for (long i = 0; i < calls; i++) {
 		struct mosquitto_evt_message ed = { .topic = topic, .payload = payload, .payloadlen = 16 };
@@ -162,18 +127,18 @@ static int cmp(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-	long calls = 1000000;
+	uint64_t calls_u = 1000000;
 	for (int k = 1; k < argc; k++) {
-		if (strcmp(argv[k], "--calls") == 0 && k + 1 < argc && atol(argv[k + 1]) > 0)
-			calls = atol(argv[++k]);
+		if (strcmp(argv[k], "--calls") == 0 && k + 1 < argc
+		    && mqc_parse_count(argv[k + 1], 1000000000, &calls_u) == 0 && calls_u > 0)
+			k++;
 		else {
 			fprintf(stderr, "usage: probe_path [--calls N (1000000)]\n");
 			return 2;
 		}
 	}
-	struct probe_props_api api
-	    = { fp_next, fp_id, fp_name, fp_name_len, fp_value, fp_value_len, fp_copy };
-	probe_props__set_api(&api);
+	long calls = (long)calls_u;
+	probe_props__set_api(&fake_props_api);
 	struct path_case cases[] = {
 		{ "MESSAGE, counters only (stamp=false)", MESSAGE, { .stamp_every = 1 }, false },
 		{ "MESSAGE, counters + stamp (default)", MESSAGE, { .stamp = true, .stamp_every = 1 },

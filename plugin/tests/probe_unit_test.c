@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "broker_stubs.h"
+#include "fake_props.h"
 #include "mqc_http.h"
 #include "probe.h"
 
@@ -148,6 +149,7 @@ static void message_is_counted_and_stamped(void **state)
 	assert_false(b.failed);
 	b.data[b.len] = '\0';
 	static const char *expected[] = {
+		/* NOLINTNEXTLINE(bugprone-suspicious-missing-comma): one line, built with the version */
 		"mosquitto_probe_info{version=\"" PROBE_VERSION "\",mode=\"default\",events=\"2.0\"} 1",
 		"mosquitto_messages_received_total{qos=\"0\",retain=\"false\"} 1",
 		"mosquitto_messages_received_total{qos=\"1\",retain=\"true\"} 1",
@@ -196,52 +198,11 @@ static void stamp_only_filtered_topics_one_in_n(void **state)
 	assert_int_equal(probe_get(&s.metrics.received[0][0]), 13);
 }
 
-/* A property list for MESSAGE_OUT, read through the accessor table as 2.1's would be. */
-struct fake_prop {
-	const struct fake_prop *next;
-	int id;
-	const char *name, *value;
-};
-
-static const mosquitto_property *fp_next(const mosquitto_property *p)
-{
-	return (const mosquitto_property *)((const struct fake_prop *)p)->next;
-}
-static int fp_id(const mosquitto_property *p)
-{
-	return ((const struct fake_prop *)p)->id;
-}
-static const char *fp_name(const mosquitto_property *p)
-{
-	return ((const struct fake_prop *)p)->name;
-}
-static uint16_t fp_name_len(const mosquitto_property *p)
-{
-	return (uint16_t)strlen(fp_name(p));
-}
-static const char *fp_value(const mosquitto_property *p)
-{
-	return ((const struct fake_prop *)p)->value;
-}
-static uint16_t fp_value_len(const mosquitto_property *p)
-{
-	return (uint16_t)strlen(fp_value(p));
-}
-static struct fake_prop copied;
-static int fp_copy(mosquitto_property **out, const mosquitto_property *in)
-{
-	(void)in;
-	*out = (mosquitto_property *)&copied;
-	return MOSQ_ERR_SUCCESS;
-}
-
 static void message_out_measures_time_in_broker(void **state)
 {
 	(void)state;
 	struct probe_state s = fresh(false);
-	struct probe_props_api api
-	    = { fp_next, fp_id, fp_name, fp_name_len, fp_value, fp_value_len, fp_copy };
-	probe_props__set_api(&api);
+	probe_props__set_api(&fake_props_api);
 	s.hold = true;
 	s.cfg.tx_stamp = true;
 	atomic_store(&s.metrics.has_hold, true);
@@ -258,7 +219,8 @@ static void message_out_measures_time_in_broker(void **state)
 	/* 2 ms (and a little): in the (2.5 ms] bucket */
 	assert_int_equal(probe_get(&s.metrics.hold_buckets[6]), 1);
 	assert_true(probe_get(&s.metrics.hold_sum_ns) >= 2000000);
-	assert_ptr_equal(ed.properties, &copied); /* this delivery's own copy, with broker-tx-ns */
+	assert_ptr_equal(
+	    ed.properties, &fake_props_copy); /* this delivery's own copy, with broker-tx-ns */
 	assert_string_equal(stub.last_name, "broker-tx-ns");
 	assert_true(strtoull(stub.last_value, NULL, 10) > strtoull(rx, NULL, 10));
 

@@ -94,7 +94,7 @@ int mqp_pool_request(mqp_pool *p, const char *topic, const void *payload, size_t
 		return rc;
 	if (!reply || (len && !payload) || p->opt.protocol != 5)
 		return MQP_EINVAL; /* requests need MQTT 5 (Response Topic, Correlation Data) */
-	if (len > 256 * 1024 * 1024)
+	if (len > (size_t)256 << 20)
 		return MQP_ETOOBIG;
 	*reply = (struct mqp_reply) { 0 };
 	uint64_t deadline = deadline_in(p, timeout_ms);
@@ -112,7 +112,7 @@ int mqp_pool_publish(mqp_pool *p, const char *topic, const void *payload, size_t
 		return rc;
 	if (len && !payload)
 		return MQP_EINVAL;
-	if (len > 256 * 1024 * 1024)
+	if (len > (size_t)256 << 20)
 		return MQP_ETOOBIG;
 	uint64_t deadline = deadline_in(p, timeout_ms);
 	struct op *op = mqp__op_new(OP_PUBLISH, topic, payload, len, qos, retain != 0, deadline);
@@ -250,7 +250,7 @@ static int check_async(
 	if (!p || !topic || !*topic || qos < 0 || qos > 2 || strpbrk(topic, "+#") || !have_cb
 	    || (len && !payload))
 		return MQP_EINVAL;
-	if (strlen(topic) >= MQP_TOPIC_MAX || len > 256 * 1024 * 1024)
+	if (strlen(topic) >= MQP_TOPIC_MAX || len > (size_t)256 << 20)
 		return MQP_ETOOBIG;
 	return MQP_OK;
 }

@@ -43,7 +43,7 @@ static void hold(struct fake_io *io, struct op *op)
 {
 	if (io->nheld == io->cap) {
 		io->cap = io->cap ? io->cap * 2 : 256;
-		io->held = realloc(io->held, io->cap * sizeof *io->held);
+		io->held = realloc(io->held, io->cap * sizeof(struct op *));
 		assert_non_null(io->held);
 	}
 	io->held[io->nheld++] = op;
@@ -89,7 +89,7 @@ static void *fake_io_main(void *arg)
 	struct fake_io *io = arg;
 	for (;;) {
 		struct pollfd pfd = { .fd = io->in.evfd, .events = POLLIN };
-		struct timespec pass = { .tv_nsec = 100 * 1000 };
+		struct timespec pass = { .tv_nsec = 100000 };
 		ppoll(&pfd, 1, &pass, NULL);
 		bool stopping = mqp__inbox_stopping(&io->in);
 		take(io);

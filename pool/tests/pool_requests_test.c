@@ -249,7 +249,7 @@ static void a_device_cannot_forge_replies_to_other_devices(void **state)
 			} else if (guess == 8) { /* a replay of what it saw */
 			} else {                 /* random */
 				for (int b = 0; b < 16; b++)
-					c[b] = (unsigned char)rand();
+					c[b] = (unsigned char)random();
 			}
 			mosquitto_property *props = NULL;
 			mosquitto_property_add_binary(&props, MQTT_PROP_CORRELATION_DATA, c, 16);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "mqc_clock.h"
+#include "mqc_strutil.h"
 #include "tb_broker.h"
 #include "tb_client.h"
 #include "tb_internal.h"
@@ -57,12 +58,14 @@ static int publish_request(struct tb_client *c, unsigned seq)
 
 int main(int argc, char **argv)
 {
-	double seconds = argc > 1 ? atof(argv[1]) : 5;
-	int window = argc > 2 ? atoi(argv[2]) : 64;
-	if (seconds <= 0 || window <= 0) {
+	double seconds = 5;
+	uint64_t window_u = 64;
+	if ((argc > 1 && mqc_parse_double(argv[1], 0.1, 3600, &seconds) != 0)
+	    || (argc > 2 && mqc_parse_u64(argv[2], 1, 100000, &window_u) != 0) || argc > 3) {
 		fprintf(stderr, "usage: responder_bench [seconds] [window]\n");
 		return 2;
 	}
+	int window = (int)window_u;
 	struct tb_options opt = { .no_tls = true, .no_probe = true };
 	struct tb_broker *broker;
 	char err[512];

@@ -108,7 +108,7 @@ static int http_status(int port)
 	if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0
 	    && send(fd, request, sizeof request - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof request - 1)
 	    && recv(fd, reply, sizeof reply - 1, 0) > 12 && strncmp(reply, "HTTP/1.", 7) == 0)
-		status = atoi(reply + 9);
+		status = (int)strtol(reply + 9, NULL, 10);
 	close(fd);
 	return status;
 }
@@ -169,8 +169,17 @@ static int launch(struct tb_broker *b, char *err, size_t errlen)
 			goto kill;
 		}
 		if (mqc_now_ns() >= deadline) {
-			snprintf(err, errlen, "mosquitto did not answer CONNECT on port %d within %.1f s",
-			    b->info.port, (double)b->start_timeout_ns / 1e9);
+			/* A broker that failed to start may still hang on its way out (seen: 2.1.2 under a
+			 * sanitizer runtime, in a library destructor): say what its log says. */
+			char why[512];
+			if (tb__log_excerpt(b->info.log_file, why, sizeof why) == 1
+			    || tb__log_excerpt(b->stderr_log, why, sizeof why) == 1)
+				snprintf(err, errlen,
+				    "mosquitto did not answer CONNECT on port %d within %.1f s: %s", b->info.port,
+				    (double)b->start_timeout_ns / 1e9, why);
+			else
+				snprintf(err, errlen, "mosquitto did not answer CONNECT on port %d within %.1f s",
+				    b->info.port, (double)b->start_timeout_ns / 1e9);
 			goto kill;
 		}
 		sleep_ms(10);
@@ -408,7 +417,7 @@ int tb_broker_start(
 			plugin_opts[nopts] = listen_opt;
 		} else if (is_probe && strcmp(http_listen, "off") != 0) {
 			const char *colon = strrchr(http_listen, ':');
-			info->metrics_port = colon ? atoi(colon + 1) : 0;
+			info->metrics_port = colon ? (int)strtol(colon + 1, NULL, 10) : 0; /* ours: valid */
 		}
 		snprintf(info->mqtt_url, sizeof info->mqtt_url, "mqtt://127.0.0.1:%d", info->port);
 		info->mqtts_url[0] = info->mtls_url[0] = info->metrics_url[0] = '\0';

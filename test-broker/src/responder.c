@@ -116,9 +116,9 @@ static void hold_reply(struct responder *r, uint64_t due, const char *topic, con
 		}
 	}
 	memcpy(s->data, topic, topic_len + 1);
-	if (corr_len > 0) /* legacy requests have no correlation data: corr is NULL */
+	if (corr && corr_len > 0) /* legacy requests have no correlation data: corr is NULL */
 		memcpy(s->data + topic_len + 1, corr, (size_t)corr_len);
-	if (payload_len > 0)
+	if (payload && payload_len > 0)
 		memcpy(s->data + topic_len + 1 + corr_len, payload, (size_t)payload_len);
 	s->copies = plan->copies;
 	s->stray = plan->stray;
@@ -222,8 +222,8 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 	char legacy[TOPIC_MAX];
 	const char *topic;
 	if (r->o.protocol == 5
-	    && mosquitto_property_read_string(
-	        props, MQTT_PROP_RESPONSE_TOPIC, &response_topic, false)) {
+	    && mosquitto_property_read_string(props, MQTT_PROP_RESPONSE_TOPIC, &response_topic, false)
+	    && response_topic) {
 		mosquitto_property_read_binary(props, MQTT_PROP_CORRELATION_DATA, &corr, &corr_len, false);
 		topic = response_topic;
 	} else if (r->o.reply_topic) {
@@ -421,6 +421,9 @@ int main(int argc, char **argv)
 	r.free_list = calloc(r.o.max_pending, sizeof *r.free_list);
 	if (!r.slots || mqc_heap_reserve(&r.heap, r.o.max_pending) != 0 || !r.free_list) {
 		fprintf(stderr, "responder: cannot allocate %zu reply slots\n", r.o.max_pending);
+		free(r.slots);
+		free(r.free_list);
+		mqc_heap_free(&r.heap);
 		return 1;
 	}
 	for (size_t i = 0; i < r.o.max_pending; i++)

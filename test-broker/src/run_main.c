@@ -146,7 +146,8 @@ static int parse_port(const char *opt, const char *text, int *out)
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* Everything but the --plugin-opt and --conf-line lists, which main owns and frees. */
+static int run(int argc, char **argv, const char ***plugin_opts, const char ***conf_lines)
 {
 	enum {
 		O_PORT = 256,
@@ -181,7 +182,6 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct tb_options opt = { 0 };
-	const char **plugin_opts = NULL, **conf_lines = NULL;
 	size_t nplugin_opts = 0, nconf_lines = 0;
 	bool daemon_mode = false;
 
@@ -215,11 +215,11 @@ int main(int argc, char **argv)
 					fprintf(stderr, PROG ": --plugin-opt expects KEY=VALUE, got '%s'\n", optarg);
 					return 2;
 				}
-				if (add_item(&plugin_opts, &nplugin_opts, optarg) != 0)
+				if (add_item(plugin_opts, &nplugin_opts, optarg) != 0)
 					return 1;
 				break;
 			case O_CONF_LINE:
-				if (add_item(&conf_lines, &nconf_lines, optarg) != 0)
+				if (add_item(conf_lines, &nconf_lines, optarg) != 0)
 					return 1;
 				break;
 			case O_ANON:
@@ -257,8 +257,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", argv[optind]);
 		return 2;
 	}
-	opt.plugin_opts = plugin_opts;
-	opt.conf_lines = conf_lines;
+	opt.plugin_opts = *plugin_opts;
+	opt.conf_lines = *conf_lines;
 
 	/* Signals are handled synchronously by supervise(); the broker gets a clean mask. */
 	sigset_t signals;
@@ -297,8 +297,6 @@ int main(int argc, char **argv)
 			}
 			if (status != 0)
 				waitpid(child, NULL, 0);
-			free(plugin_opts);
-			free(conf_lines);
 			return status;
 		}
 		close(report[0]);
@@ -308,8 +306,6 @@ int main(int argc, char **argv)
 	char err[1024];
 	struct tb_broker *broker;
 	int started = tb_broker_start(&opt, &broker, err, sizeof err);
-	free(plugin_opts); /* the broker keeps what it needs */
-	free(conf_lines);
 	if (started != 0) {
 		if (daemon_mode) {
 			dprintf(report[1], "ERROR %s\n", err);
@@ -331,4 +327,13 @@ int main(int argc, char **argv)
 	}
 	print_info(stdout, tb_broker_info(broker), getpid());
 	return supervise(broker, &signals, false);
+}
+
+int main(int argc, char **argv)
+{
+	const char **plugin_opts = NULL, **conf_lines = NULL;
+	int rc = run(argc, argv, &plugin_opts, &conf_lines);
+	free(plugin_opts);
+	free(conf_lines);
+	return rc;
 }

@@ -285,8 +285,8 @@ static char *base64(const unsigned char *in, size_t len)
 		    | (i + 2 < len ? in[i + 2] : 0);
 		*o++ = digits[v >> 18 & 63];
 		*o++ = digits[v >> 12 & 63];
-		*o++ = i + 1 < len ? digits[v >> 6 & 63] : '=';
-		*o++ = i + 2 < len ? digits[v & 63] : '=';
+		*o++ = (char)(i + 1 < len ? digits[v >> 6 & 63] : '=');
+		*o++ = (char)(i + 2 < len ? digits[v & 63] : '=');
 	}
 	*o = '\0';
 	return out;

@@ -349,7 +349,7 @@ int main(int argc, char **argv)
 		.timeout_ms = 5000,
 		.qos = 1,
 		.max_body = 16384,
-		.max_reply = 1024 * 1024,
+		.max_reply = (size_t)1 << 20,
 		.max_pending = 256 };
 	uint64_t request_deadline_ns = 10 * MQC_NS_PER_S, per_address = 64;
 	const char *broker = NULL, *listen = "127.0.0.1:8080";
@@ -412,12 +412,12 @@ int main(int argc, char **argv)
 				po.min_size_zero = v == 0;
 				break;
 			case 'B':
-				if (mqc_parse_count(optarg, 256 * 1024 * 1024, &v) != 0)
+				if (mqc_parse_count(optarg, 256ULL << 20, &v) != 0)
 					return bad(name, optarg, "a byte count up to 256M");
 				g.max_body = (size_t)v;
 				break;
 			case 'R':
-				if (mqc_parse_count(optarg, 256 * 1024 * 1024, &v) != 0)
+				if (mqc_parse_count(optarg, 256ULL << 20, &v) != 0)
 					return bad(name, optarg, "a byte count up to 256M");
 				g.max_reply = (size_t)v;
 				break;
