@@ -1,4 +1,5 @@
 # syntax=docker/dockerfile:1
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 # mqtt-pool images, built on Debian 12 so they run the same mosquitto (2.0.11) the tests use.
 #   docker build --target mosquitto -t mqtt-pool/mosquitto-probe .   mosquitto + mqtt_probe.so
 #   docker build --target tools     -t mqtt-pool/tools .             mqbench, gate-api, responder

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 # mqttpool_add_cmocka_test(NAME <name> SOURCES <files...> [LIBS <targets...>]
 #                          [LABELS unit|integration] [TIMEOUT <s>])
 #

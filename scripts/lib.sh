@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 # Shared by the scripts and the test-broker wrappers: find (or build) a program of this tree.
 # find_built NAME: print the path of build/<preset>/.../NAME, building the release preset if
 # no build has it yet.

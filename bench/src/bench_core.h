@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * bench_core.h - mqbench's measurement logic, free of sockets: the payload header, the open-loop
  * schedule and the delivery accounting. Unit-tested with synthetic streams.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * connect.c - the connect scenario: N connections opened on a schedule, held, then closed.
  *

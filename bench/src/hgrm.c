@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * hgrm.c - `mqbench hgrm RESULT.json [NAME]`: a latency histogram of a --json result in
  * HdrHistogram's percentile distribution format (.hgrm), which HdrHistogram's plotter and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * main.c - mqbench: the command line.
  */
@@ -20,6 +21,7 @@ static void usage_main(FILE *out)
 {
 	fprintf(out,
 	    "Usage: mqbench SCENARIO [OPTIONS]   (mqbench SCENARIO --help for its options)\n"
+	    "       mqbench --version\n"
 	    "An open-loop MQTT load generator: every message and connection has an intended time\n"
 	    "on a fixed schedule, latency is measured from it, loss is counted against expected\n"
 	    "deliveries.\n\n"
@@ -464,6 +466,10 @@ int main(int argc, char **argv)
 	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		usage_main(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
+	}
+	if (strcmp(argv[1], "--version") == 0) {
+		printf("mqbench %s\n", MQBENCH_VERSION);
+		return 0;
 	}
 	/* Wake-ups on the schedule: the default 50 us timer slack would add to every slot's lag. */
 	prctl(PR_SET_TIMERSLACK, 1000UL);

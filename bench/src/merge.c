@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * merge.c - `mqbench merge a.json b.json ...`: one result from several processes or machines.
  *

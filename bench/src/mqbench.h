@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * mqbench.h - options and shared pieces of the mqbench command.
  */
@@ -106,8 +107,11 @@ void bench_print_latency(FILE *out, const char *label, const struct mqc_hist *h)
 /* --- --json results (result.c): the one writer ------------------------------------------- */
 
 #define BENCH_RESULT_FORMAT 2 /* 2: cJSON, settings, date, version, label; 1: hand-written */
+#ifndef MQTTPOOL_VERSION
+#define MQTTPOOL_VERSION "unknown" /* CMake defines it from the project's version */
+#endif
 #ifndef MQBENCH_VERSION
-#define MQBENCH_VERSION "unknown"
+#define MQBENCH_VERSION MQTTPOOL_VERSION
 #endif
 
 struct cJSON;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * output.c - numbers for people and for machines, and the broker's side of a run.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * probe.c - the broker's side of a run: the probe's /metrics over HTTP (libcurl, so any host
  * name, IPv4 or IPv6 address and port), and a process's CPU and memory from /proc.

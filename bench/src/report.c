@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * report.c - `mqbench report a.json b.json ... > report.html`: latency percentile curves and
  * throughput over time, as one self-contained HTML page (inline SVG, no network assets).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * request.c - `mqbench request`: command/reply through a device, three ways.
  *

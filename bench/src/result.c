@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * result.c - the one writer of mqbench's --json results (cJSON), and what every result carries.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 # Integration tests of mqbench against the test broker (with the probe) and the responder.
 # Usage: mqbench_test.sh MQBENCH TB_RUN RESPONDER
 set -u
@@ -345,15 +346,17 @@ if [ $modes_ok = 3 ] && [ "${pool_connects:-99}" -le 3 ] && [ "$naive_connects" 
 else
   fail "request: $(head -c 600 "$tmp/req.json")"
 fi
-# A 1 s broker stall: closed loop hides it in the percentiles (and says so), open loop shows it.
+# A 2 s broker stall: closed loop hides it in the percentiles (and says so: max over 100x p99),
+# open loop shows it. 2 s, not 1: under a sanitizer on a loaded machine the closed loop's p99
+# reaches 12 ms, and a 1 s max is then only 80x it.
 for load in closed open; do
   rate=(); [ $load = open ] && rate=(--rate 1000)
-  "$MQB" request --broker "$MQTT_URL" "${auth[@]}" --mode pool --concurrency 4 --duration 3s \
+  "$MQB" request --broker "$MQTT_URL" "${auth[@]}" --mode pool --concurrency 4 --duration 4s \
     "${rate[@]}" --json >"$tmp/stall-$load.json" 2>"$tmp/stall-$load.err" &
   bench=$!
   sleep 1.2
   kill -STOP "$BROKER_PID"
-  sleep 1
+  sleep 2
   kill -CONT "$BROKER_PID"
   wait $bench || fail "$load-loop stall run: $(cat "$tmp/stall-$load.err")"
 done
@@ -361,7 +364,7 @@ p99_closed=$(hist "$tmp/stall-closed.json" latency p99)
 p99_open=$(hist "$tmp/stall-open.json" latency p99)
 if grep -q "closed loop: max .* is over 100x p99" "$tmp/stall-closed.err" &&
    ! grep -q "closed loop" "$tmp/stall-open.err" && [ "${p99_open:-0}" -ge 100000000 ]; then
-  pass "a 1 s stall: closed loop warns (p99 $((p99_closed / 1000)) us hides it), open loop p99 $((p99_open / 1000000)) ms shows it"
+  pass "a 2 s stall: closed loop warns (p99 $((p99_closed / 1000)) us hides it), open loop p99 $((p99_open / 1000000)) ms shows it"
 else
   fail "stall in request runs: closed p99 $p99_closed open p99 $p99_open; $(cat "$tmp/stall-closed.err" "$tmp/stall-open.err" | tail -n 4)"
 fi

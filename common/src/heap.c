@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * heap.c - the binary min-heap of mqc_heap.h.
  */

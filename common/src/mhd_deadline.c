@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * mhd_deadline.c - absolute deadlines for libmicrohttpd connections (mqc_mhd.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * mqc_clock.h - monotonic and wall-clock time in nanoseconds.
  *

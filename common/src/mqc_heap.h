@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * mqc_heap.h - a binary min-heap of (key, item) pairs: deadlines and due times.
  *

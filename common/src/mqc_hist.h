@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * mqc_hist.h - a log-linear histogram of nanosecond values, mergeable, with exact count, min,
  * max and sum, and an overflow bucket (values never vanish).

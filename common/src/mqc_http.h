@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * mqc_http.h - a raw HTTP/1.0 client for tests and the bench reading the probe: every call has a
  * deadline, and the request is sent byte for byte as given (so tests can send garbage).

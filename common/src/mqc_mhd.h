@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * mqc_mhd.h - absolute deadlines for libmicrohttpd connections.
  *

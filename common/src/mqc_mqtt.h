@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * mqc_mqtt.h - the few MQTT packets the raw-socket clients write themselves (the connect storm
  * and the probe's overhead benchmark): strings, remaining lengths, CONNECT.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * mqc_random.h - unguessable bytes and client ids, from the kernel's CSPRNG (getrandom).
  */

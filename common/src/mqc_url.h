@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * mqc_url.h - broker URLs: mqtt://host:port and mqtts://host:port (DESIGN.md contract).
  */

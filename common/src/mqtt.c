@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 #include "mqc_mqtt.h"
 
 #include <string.h>

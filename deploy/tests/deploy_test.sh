@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 # The deployment files, checked without a Docker engine or a cluster:
 #   1. docker-compose.yml is valid for docker-compose (Debian's 1.29), with and without the
 #      bench profile;

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 """Validate the deployment files without a Docker engine or a cluster.
 
 Checks what would otherwise only fail on a user's machine:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 # The README's main command, in its short mode, on the programs of this build: every row of its
 # table (plain and TLS; naive, pool, dedicated, pool open loop, gateway naive, gateway pool) must
 # show requests

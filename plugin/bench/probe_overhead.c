@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * probe_overhead - broker throughput with and without the probe, alternated in one run.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * probe_path - what the probe's own code costs per message, without a broker around it.
  *

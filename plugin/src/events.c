@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * events.c - what the probe does on each broker event. Broker thread only.
  *

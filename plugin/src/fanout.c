@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * fanout.c - routing checks per message: the READ checks mosquitto makes while routing (an
  * upper bound on deliveries: they come before the ACL decision and before a full queue drops).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * http.c - GET /metrics on the probe's own thread (libmicrohttpd).
  *

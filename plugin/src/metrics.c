@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * metrics.c - the probe's counters and their two renderings (Prometheus text and JSON).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * options.c - plugin_opt_* validation: an unknown key or a bad value stops the broker.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * plugin.c - mqtt_probe's entry points (mosquitto plugin interface v5, broker 2.0.x).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * probe.h - mqtt_probe's private interfaces.
  *
@@ -13,7 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROBE_VERSION      "0.1.0"
+#ifndef MQTTPOOL_VERSION
+#define MQTTPOOL_VERSION "unknown" /* CMake defines it from the project's version */
+#endif
+#define PROBE_VERSION      MQTTPOOL_VERSION
 #define PROBE_STAMP_KEY    "broker-rx-ns"
 #define PROBE_TX_STAMP_KEY "broker-tx-ns"
 #define PROBE_SYS_TOPIC    "$SYS/broker/probe/metrics"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * process.c - the standard Prometheus process metrics, from /proc/self.
  */

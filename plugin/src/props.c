@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * props.c - reading and extending a message's properties on mosquitto 2.1's MESSAGE_OUT path.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * broker_stubs.c - the few broker functions the probe's core calls, recorded for unit tests.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 #ifndef BROKER_STUBS_H
 #define BROKER_STUBS_H
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 # On mosquitto 2.1 the probe counts connects, connected clients and disconnects from the broker's
 # own events (CONNECT, DISCONNECT, CLIENT_OFFLINE), exactly, without observe_auth and with it
 # (no double count): clients that stay, a persistent session that leaves, a refused login.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * fake_props.h - a property list read through probe_props_api the way mosquitto 2.1's in-place
  * accessors read theirs (libmosquitto 2.0, which the tests and benchmarks link, has none).

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 """The probe cannot take its broker's file descriptors, nor be held open by a slow client.
 
 Starts the test broker under `ulimit -n 1024` (the common soft limit; Debian's unit sets none),

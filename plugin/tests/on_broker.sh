@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 # Run one of the probe's tests against another mosquitto binary: on_broker.sh MOSQUITTO CMD...
 # The test-broker library starts $TB_MOSQUITTO; PROBE_TEST_EVENTS tells the tests which broker
 # events the probe should find (2.1 or 2.0). Exits 77 (skipped) when the binary is missing:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 # On mosquitto 2.1, with password and ACL checks done by 2.1's own plugins listed BEFORE the
 # probe (so the probe's auth hooks never see a decision) and 2.1's HTTP API listener on (its
 # requests go through the auth hook with a made-up client): connects, connected clients,

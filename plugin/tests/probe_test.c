@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * Integration tests of the probe inside a real mosquitto: the stamp, exact metrics after a known
  * traffic pattern, the $SYS document, the HTTP endpoint's manners, option errors, SIGHUP.
@@ -220,7 +221,7 @@ static void sys_topic_carries_the_same_figures(void **state)
 	assert_int_equal(tb_client_subscribe(c, "$SYS/broker/probe/metrics", 0, 0, NULL), 0);
 	struct tb_message *m = tb_client_receive(c, 3000); /* sys_interval 1 */
 	assert_non_null(m);
-	assert_non_null(strstr(m->payload, "\"probe_version\":\"0.1.0\""));
+	assert_non_null(strstr(m->payload, "\"probe_version\":\"" MQTTPOOL_VERSION "\""));
 	assert_non_null(strstr(m->payload, "\"mode\":\"observe_auth\""));
 	assert_non_null(strstr(m->payload, "\"connects\":"));
 	uint32_t expiry = 0;
@@ -259,7 +260,8 @@ static void http_answers_wrong_paths_and_methods(void **state)
 	mqc_http_response_free(&r);
 	char info[128];
 	snprintf(info, sizeof info,
-	    "mosquitto_probe_info{version=\"0.1.0\",mode=\"observe_auth\",events=\"%s\"}",
+	    "mosquitto_probe_info{version=\"" MQTTPOOL_VERSION
+	    "\",mode=\"observe_auth\",events=\"%s\"}",
 	    on_21() ? "2.1" : "2.0");
 	assert_true(metric(info) == 1);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /* Unit tests: option parsing, metrics rendering, event handling and fan-out (broker stubbed). */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 # The probe's /metrics passes `promtool check metrics`, and a real Prometheus server scrapes it.
 # Usage: prometheus_test.sh TB_RUN TB_FREE_PORT
 set -u

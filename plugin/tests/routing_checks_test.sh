@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 # What mosquitto_routing_checks_total counts, against what subscribers receive: READ checks
 # happen before the ACL decision and before a full queue drops a message, so they are an upper
 # bound on deliveries. Two cases where they differ, both measured exactly. On mosquitto 2.1 the

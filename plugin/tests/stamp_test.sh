@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 # The stamp's choices on a real broker: stamp_topic filters and 1-in-N sampling (counters stay
 # exact), and on mosquitto 2.1 tx_stamp: each stamped delivery to a v5 subscriber carries
 # broker-tx-ns >= broker-rx-ns, and mosquitto_message_hold_seconds counts one per stamped

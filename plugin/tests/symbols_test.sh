@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 # The probe must load on upstream mosquitto 2.0.x builds, which export only the functions in
 # src/linker.syms (Debian's build exports all of them, so a mistake would pass every other test).
 # It must also export nothing but the three plugin entry points.

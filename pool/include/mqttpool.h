@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * mqttpool.h - warm MQTT connections for request/response servers.
  *
@@ -20,6 +21,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "mqttpool_version.h" /* MQP_VERSION_MAJOR, _MINOR, _PATCH, _STRING, _NUMBER */
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,6 +60,12 @@ enum mqp_err {
 
 /** A static string naming err; "unknown error" for codes it does not know. Never NULL. */
 MQP_API const char *mqp_strerror(int err);
+
+/**
+ * The version of the library linked at run time, "MAJOR.MINOR.PATCH"; MQP_VERSION_STRING is the
+ * version of the headers compiled against. Never NULL.
+ */
+MQP_API const char *mqp_version(void);
 
 typedef struct mqp_pool mqp_pool;
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * api.c - the public calls: arguments checked, an operation made and handed to the I/O thread
  * (op.h), and for blocking calls a wait with a deadline. A caller's own wait lasts the op's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * conn.c - a pooled connection's life (connect, inbox, callbacks, close) and the completion of
  * the operations it carries. I/O thread only: every struct mosquitto lives and dies here.

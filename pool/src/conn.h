@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * conn.h - a pooled connection's life, and completing the operations it carries (conn.c).
  * I/O thread only.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * corr.h - correlation data nobody can guess or forge (corr.c): one AES-128 block per request.
  */

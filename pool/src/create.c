@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * create.c - mqp_pool_new and mqp_pool_destroy: options, TLS context, the I/O thread.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * io.c - the I/O thread's loop: callers' operations in, dispatch to connections in FIFO order,
  * lease operations, cancels, deadlines, housekeeping; every libmosquitto call of the pool is

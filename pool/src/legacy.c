@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * legacy.c - requests to devices that answer on a fixed reply topic, built on leases.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * logic.c - the pool's decisions as pure functions: no threads, no sockets, no clock, no
  * randomness of their own (callers pass the time and the random bits). The I/O thread calls

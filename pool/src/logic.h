@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * logic.h - the pool's decisions as pure functions (logic.c): no threads, no sockets, no clock,
  * no randomness of their own. tests/pool_logic_test.c checks them one by one.

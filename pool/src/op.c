@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * op.c - an operation's life and the hand-off between callers and the I/O thread (op.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * op.h - an operation's life and its hand-off between a caller and the I/O thread (op.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * pool.h - libmqttpool's private types: a pooled connection and the pool itself.
  *

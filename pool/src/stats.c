@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * stats.c - what a pool can tell about itself: counters, gauges, latency histograms, the last
  * error, and error names. Any thread.
@@ -87,6 +88,11 @@ const char *mqp_pool_last_error(mqp_pool *p, char *buf, size_t len)
 	snprintf(buf, len, "%s", p->last_error);
 	pthread_mutex_unlock(&p->report_lock);
 	return buf;
+}
+
+const char *mqp_version(void)
+{
+	return MQP_VERSION_STRING;
 }
 
 const char *mqp_strerror(int err)

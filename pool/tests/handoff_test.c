@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * The hand-off between callers and the I/O thread (op.c), with no broker and no connections:
  * a fake I/O thread plays the pool's part (takes what callers post, completes each op exactly

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 # Install the build into a temporary prefix and build two consumers against it, as users do:
 # pkg-config and CMake's find_package(mqttpool). The library must export only mqp_* symbols.
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR
@@ -11,7 +12,11 @@ cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 cat >"$tmp/main.c" <<'C'
 #include <mqttpool.h>
 #include <string.h>
-int main(void) { return strcmp(mqp_strerror(MQP_ETIMEDOUT), "timed out") != 0; }
+int main(void)
+{
+	return strcmp(mqp_strerror(MQP_ETIMEDOUT), "timed out") != 0
+	    || strcmp(mqp_version(), MQP_VERSION_STRING) != 0 || MQP_VERSION_NUMBER < 0x000200;
+}
 C
 export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
 # shellcheck disable=SC2046

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 # The pool's sources form no circle: each source file calls only into files of a lower layer
 # (the order pool/src/pool.h gives). Reads the symbols libmqttpool's objects define and use.
 # usage: layers_test.sh SOURCE_DIR OBJECT_DIR

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * The pool against the test broker - failures: an unreachable or silent broker, a broker restart
  * under load, few free file descriptors.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * The pool against the test broker - leases: borrow a connection, subscribe, receive, release;
  * FIFO acquire, retained messages, leaks, abandoned acquires, MQTT 3.1.1.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * The pool against the test broker - legacy devices that answer on a fixed reply topic.
  */

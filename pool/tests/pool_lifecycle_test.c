@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * The pool against the test broker - a pool's life: destroy (also from a callback), drain, idle
  * and retiring connections.
@@ -25,6 +26,20 @@ struct waiter {
 	mqp_pool *pool;
 	int rc;
 };
+
+/* The library linked is the one the headers describe, and the macros agree with each other. */
+static void the_version_is_one(void **state)
+{
+	(void)state;
+	assert_string_equal(mqp_version(), MQP_VERSION_STRING);
+	char joined[32];
+	snprintf(
+	    joined, sizeof joined, "%d.%d.%d", MQP_VERSION_MAJOR, MQP_VERSION_MINOR, MQP_VERSION_PATCH);
+	assert_string_equal(joined, MQP_VERSION_STRING);
+	assert_int_equal(MQP_VERSION_NUMBER,
+	    MQP_VERSION_MAJOR * 65536 + MQP_VERSION_MINOR * 256 + MQP_VERSION_PATCH);
+	assert_string_equal(MQP_VERSION_STRING, MQTTPOOL_VERSION); /* CMake's project version */
+}
 
 static void *wait_forever(void *arg)
 {
@@ -204,6 +219,7 @@ static void drain_waits_for_calls_and_leases_then_refuses_new_work(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(the_version_is_one),
 		cmocka_unit_test(destroy_completes_waiting_callers),
 		cmocka_unit_test(idle_connections_above_min_close),
 		cmocka_unit_test(old_connections_retire_without_failing_requests),

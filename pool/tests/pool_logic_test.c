@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * Unit tests of the pool's decisions (src/logic.c): no threads, no sockets, no broker.
  */

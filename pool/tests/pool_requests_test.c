@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * The pool against the test broker - requests and replies: round trips, bad arguments, timeouts,
  * replies that never cross, forged replies, TLS.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * pool_test_util.c - what several of the pool's integration tests share.
  */

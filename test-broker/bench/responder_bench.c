@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * responder_bench - how many requests per second the responder answers on this machine.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * tb_broker.h - a real mosquitto on free loopback ports, for tests, benchmarks and the demo.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * tb_client.h - a small synchronous MQTT client for tests, on libmosquitto.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * tb_test.h - the test harness: one real broker per test executable, and spawned programs.
  *

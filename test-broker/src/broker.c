@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * broker.c - start, probe for readiness, restart and stop a real mosquitto.
  */
@@ -164,6 +165,16 @@ static int launch(struct tb_broker *b, char *err, size_t errlen)
 		if (connack > 0 && b->any_connack)
 			break;
 		if (connack > 0) {
+			/* Another test's broker may have taken our free port between the check and our
+			 * broker's bind: then that one refused us (other credentials) and ours is on its
+			 * way out with "Address already in use". Give it a moment to say so, so that the
+			 * caller picks new ports instead of failing. */
+			for (int i = 0; i < 100 && tb_broker_alive(b, NULL); i++)
+				sleep_ms(10);
+			if (!tb_broker_alive(b, NULL)) {
+				describe_exit(b, err, errlen);
+				return -1;
+			}
 			snprintf(err, errlen, "mosquitto refused the test user's CONNECT: %s",
 			    mosquitto_connack_string(connack));
 			goto kill;

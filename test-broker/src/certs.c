@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * certs.c - a throw-away CA with a server and a client certificate, made with the openssl command.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * config.c - the mosquitto.conf, ACL and password files the test broker runs with.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /* tb-free-port: print a TCP port that is free on 127.0.0.1 right now (for shell tests). */
 #include <stdio.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * process.c - child processes, ports and files for the test-broker launcher.
  */

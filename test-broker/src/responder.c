@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * responder.c - the device simulator: one epoll thread over libmosquitto's non-blocking loop.
  *

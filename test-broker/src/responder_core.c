@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 #include "responder_core.h"
 
 #include <getopt.h>
@@ -39,7 +40,8 @@ static void usage(void)
 	    "  --retain              publish replies retained (adversarial)\n"
 	    "  --seed N              PRNG seed for the probabilities (default 1)\n"
 	    "  --max-pending N       delayed replies held at once (default 65536)\n"
-	    "  -h, --help\n");
+	    "  -h, --help\n"
+	    "  --version\n");
 }
 
 static int bad(char *err, size_t errlen, const char *opt, const char *value, const char *expect)
@@ -100,6 +102,7 @@ int rsp_parse_args(int argc, char **argv, struct rsp_options *o, char *err, size
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "max-pending", required_argument, NULL, O_MAX_PENDING },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct rsp_options) {
@@ -210,6 +213,9 @@ int rsp_parse_args(int argc, char **argv, struct rsp_options *o, char *err, size
 				break;
 			case 'h':
 				usage();
+				return 1;
+			case 'V':
+				printf("responder %s\n", MQTTPOOL_VERSION);
 				return 1;
 			case ':':
 				snprintf(err, errlen, "option '%s' needs a value (see --help)", name);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * responder_core.h - the device simulator's decisions, free of sockets and threads.
  *

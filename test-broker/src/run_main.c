@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * run_main.c - `test-broker/run`: the test broker on the command line.
  *
@@ -45,14 +46,22 @@ static void usage(FILE *out)
 	    "  --dir DIR            create the temporary directory in DIR (default: $TMPDIR, /tmp)\n"
 	    "  --timeout SECONDS    how long to wait for the broker to answer (default 10)\n"
 	    "  --daemon             print the lines, then detach; stop with kill $RUN_PID\n"
+	    "  --export             print `export KEY=value`, so that after\n"
+	    "                       eval \"$(" PROG " --daemon --export)\" programs started from\n"
+	    "                       the shell see the variables too\n"
 	    "  -h, --help           this text\n"
+	    "  --version            the version\n"
 	    "\n"
 	    "Exit status: 0 after a clean stop, 1 if the broker could not start or died, 2 on bad\n"
 	    "options.\n");
 }
 
+static bool export_lines; /* --export */
+
 static void print_line(FILE *out, const char *key, const char *value)
 {
+	if (export_lines)
+		fputs("export ", out);
 	bool plain = *value != '\0';
 	for (const char *c = value; *c; c++)
 		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@%+,=", *c))
@@ -162,7 +171,8 @@ static int run(int argc, char **argv, const char ***plugin_opts, const char ***c
 		O_MOSQUITTO,
 		O_DIR,
 		O_TIMEOUT,
-		O_DAEMON
+		O_DAEMON,
+		O_EXPORT
 	};
 	static const struct option longopts[] = {
 		{ "port", required_argument, NULL, O_PORT },
@@ -178,7 +188,9 @@ static int run(int argc, char **argv, const char ***plugin_opts, const char ***c
 		{ "dir", required_argument, NULL, O_DIR },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "daemon", no_argument, NULL, O_DAEMON },
+		{ "export", no_argument, NULL, O_EXPORT },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct tb_options opt = { 0 };
@@ -241,8 +253,14 @@ static int run(int argc, char **argv, const char ***plugin_opts, const char ***c
 			case O_DAEMON:
 				daemon_mode = true;
 				break;
+			case O_EXPORT:
+				export_lines = true;
+				break;
 			case 'h':
 				usage(stdout);
+				return 0;
+			case 'V':
+				printf(PROG " %s (mqtt-pool)\n", MQTTPOOL_VERSION);
 				return 0;
 			case ':':
 				fprintf(

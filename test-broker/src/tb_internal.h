@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * tb_internal.h - pieces of the test-broker launcher shared by its sources and unit tests.
  */

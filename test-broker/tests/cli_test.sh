@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 # Integration test of the command-line launchers: test-broker/run (tb-run) and the responder.
 # Usage: cli_test.sh TB_RUN RESPONDER
 set -u
@@ -123,6 +124,17 @@ wait $fg
 rc=$?
 [ $rc -eq 1 ] && grep -q "mosquitto exited unexpectedly" "$tmp/err" && [ ! -d "$BROKER_DIR" ] \
   && pass "a dead broker is reported (exit 1)" || fail "dead broker: rc=$rc $(cat "$tmp/err")"
+
+# --export: eval makes the variables reach programs started from the shell, not just the shell.
+unset MQTT_URL RUN_PID
+if eval "$("$RUN" --daemon --export --no-tls --dir "$tmp" 2>"$tmp/err")"; then
+  seen=$(sh -c 'echo "$MQTT_URL"')
+  [ -n "$seen" ] && [ "$seen" = "$MQTT_URL" ] && pass "--export: a child process sees MQTT_URL" \
+    || fail "--export: the child saw '$seen'"
+  kill "$RUN_PID" 2>/dev/null
+else
+  fail "--daemon --export: $(cat "$tmp/err")"
+fi
 
 if [ $failures -ne 0 ]; then
   echo "$failures check(s) failed"

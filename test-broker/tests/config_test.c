@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /* Unit tests: the generated mosquitto.conf, ACL and password files say what they claim. */
 #include <openssl/evp.h>
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /* Unit tests: the responder's options, reply-topic templates and adversarial decisions. */
 #include <setjmp.h>
 #include <stdarg.h>

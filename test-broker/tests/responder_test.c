@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * Integration tests: the responder answers v5 and legacy requests, and its delay, drop and
  * duplicate options do what they say (counted both by us and by its own exit summary).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * libFuzzer: a histogram read back from a --json result (mqbench merge and report take files
  * from anywhere) is either refused or usable: percentiles, mean and a merge stay in bounds.

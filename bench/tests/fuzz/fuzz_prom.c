@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /* libFuzzer: reading the probe's /metrics text (bench_prom_sum) never reads past the text. */
 #include <stdbool.h>
 #include <stdint.h>

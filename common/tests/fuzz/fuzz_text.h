@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * fuzz_text.h - the fuzz input as a NUL-terminated string (malloc'd; NULL when out of memory),
  * for targets whose code under test takes C strings.

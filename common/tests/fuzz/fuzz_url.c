@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /* libFuzzer: mqc_url_parse never reads past its input, and what it accepts formats back. */
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * replay_main.c - runs a fuzz target's LLVMFuzzerTestOneInput on every file of its corpus
  * directory, without libFuzzer: the seeds and every input that once crashed a target run in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 // Validate deploy/k8s against the Kubernetes OpenAPI schemas (kubernetes-models, Kubernetes 1.27)
 // and the Prometheus Operator's CRD schemas, and check each kustomization.yaml: every resource it
 // names exists, and every image the manifests use is set in its `images:`.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 # The Kubernetes manifests against the Kubernetes API schemas (kubernetes-models, from the npm
 # registry; installed once into node_modules/ by `npm ci` from package-lock.json): deploy/k8s
 # as written and, where kubectl is installed, every kustomization as `kubectl kustomize` renders it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * gate.h - gate-api: an HTTP front for device commands ("a user clicks Open Gate; the server
  * sends a command and waits for Success"), with a pooled and a connect-per-request route.

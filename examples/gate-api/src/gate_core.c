@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * gate_core.c - gate-api without the network: routes, validation, error mapping, JSON, metrics.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * gate-api - POST /devices/{id}/commands/{name}: send a command to a device over MQTT and answer
  * with its reply as JSON, through libmqttpool (or, on /naive/..., a connection per request).
@@ -295,7 +296,8 @@ static void usage(FILE *out)
 	    "  --threads N           HTTP connections served at once (default 512)\n"
 	    "  --drain D             on SIGINT/SIGTERM: stop accepting, finish commands in\n"
 	    "                        flight for at most D (default 10s), then exit 0\n"
-	    "  -h, --help\n");
+	    "  -h, --help\n"
+	    "  --version\n");
 }
 
 static int bad(const char *option, const char *value, const char *expected)
@@ -343,6 +345,7 @@ int main(int argc, char **argv)
 		{ "threads", required_argument, NULL, 'n' },
 		{ "drain", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
 	static struct gate g = { .topic_prefix = "devices",
@@ -447,6 +450,9 @@ int main(int argc, char **argv)
 				break;
 			case 'h':
 				usage(stdout);
+				return 0;
+			case 'V':
+				printf("gate-api %s\n", MQTTPOOL_VERSION);
 				return 0;
 			default:
 				usage(stderr);

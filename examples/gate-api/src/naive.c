@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * naive.c - one request the way an HTTP handler without a pool does it: a fresh MQTT connection
  * per request (TCP, TLS when mqtts, CONNECT), a SUBSCRIBE to its own reply topic, the command,

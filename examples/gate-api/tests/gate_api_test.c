@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * Integration tests of gate-api: the real binary against the test broker and the responder,
  * spoken to over HTTP.

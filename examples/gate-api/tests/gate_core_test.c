@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * Unit tests of gate-api's routes, validation, error mapping, JSON and metrics (no network).
  */

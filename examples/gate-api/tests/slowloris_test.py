@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 """A slow or greedy client cannot starve the gateway.
 
 While 300 clients from 30 addresses trickle header bytes (each byte within libmicrohttpd's idle

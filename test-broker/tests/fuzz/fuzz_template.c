@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * libFuzzer: the responder's legacy reply-topic template ({topic}, {1}..{9}) expanded against
  * any topic: never writes past its buffer, and the result is NUL-terminated within it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * libFuzzer: the gateway's handling of what a client sends — the route with its ids (raw,
  * percent-encoded path), the body check — and of what a device answers (the reply embedded in
