@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * mqc_url.h - broker URLs: mqtt://host:port and mqtts://host:port (DESIGN.md contract).
+ * mqc_url.h - broker URLs: mqtt://host:port and mqtts://host:port, also spelled tcp:// and ssl://.
  */
 #ifndef MQC_URL_H
 #define MQC_URL_H
@@ -17,8 +17,9 @@ struct mqc_url {
 };
 
 /**
- * Parse a broker URL. Accepts `mqtt://HOST[:PORT]` and `mqtts://HOST[:PORT]`, HOST a name, an IPv4
- * address or a bracketed IPv6 address, and an optional trailing '/'. Credentials, paths and
+ * Parse a broker URL. Accepts `mqtt://HOST[:PORT]` and `mqtts://HOST[:PORT]` (and their other
+ * names `tcp://` and `ssl://`), HOST a name, an IPv4 address or a bracketed IPv6 address, and an
+ * optional trailing '/'. Credentials, paths and
  * queries are rejected: credentials have their own options everywhere.
  *
  * @return 0 on success; -1 with a message naming the problem in err (NUL-terminated, truncated to

@@ -19,14 +19,20 @@ int mqc_url_parse(const char *text, struct mqc_url *out, char *err, size_t errle
 
 	if (!text || !*text)
 		return fail(err, errlen, "", "empty (expected mqtt://host:port or mqtts://host:port)");
-	if (strncmp(text, "mqtt://", 7) == 0) {
-		p = text + 7;
-	} else if (strncmp(text, "mqtts://", 8) == 0) {
-		url.tls = true;
-		p = text + 8;
-	} else {
-		return fail(err, errlen, text, "scheme must be mqtt:// or mqtts://");
-	}
+	/* The names other MQTT tools use too: tcp:// is mqtt://, ssl:// is mqtts://. */
+	static const struct {
+		const char *prefix;
+		bool tls;
+	} schemes[]
+	    = { { "mqtt://", false }, { "mqtts://", true }, { "tcp://", false }, { "ssl://", true } };
+	p = NULL;
+	for (size_t i = 0; i < sizeof schemes / sizeof schemes[0] && !p; i++)
+		if (strncmp(text, schemes[i].prefix, strlen(schemes[i].prefix)) == 0) {
+			p = text + strlen(schemes[i].prefix);
+			url.tls = schemes[i].tls;
+		}
+	if (!p)
+		return fail(err, errlen, text, "scheme must be mqtt://, mqtts://, tcp:// or ssl://");
 	url.port = url.tls ? 8883 : 1883;
 
 	size_t authority = strcspn(p, "/?#");

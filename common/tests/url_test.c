@@ -27,6 +27,17 @@ static void parses_plain_and_tls(void **state)
 
 	assert_int_equal(mqc_url_parse("mqtt://localhost/", &url, err, sizeof err), 0);
 	assert_int_equal(url.port, 1883);
+
+	/* tcp:// and ssl://, as other MQTT clients name them; formatted back as mqtt(s):// */
+	char buf[300];
+	assert_int_equal(mqc_url_parse("tcp://broker:1884", &url, err, sizeof err), 0);
+	assert_false(url.tls);
+	assert_int_equal(url.port, 1884);
+	mqc_url_format(&url, buf, sizeof buf);
+	assert_string_equal(buf, "mqtt://broker:1884");
+	assert_int_equal(mqc_url_parse("ssl://broker", &url, err, sizeof err), 0);
+	assert_true(url.tls);
+	assert_int_equal(url.port, 8883);
 }
 
 static void parses_ipv6(void **state)
@@ -49,7 +60,8 @@ static void rejects_bad_urls_with_reason(void **state)
 		const char *url, *reason;
 	} cases[] = {
 		{ "", "empty" },
-		{ "tcp://127.0.0.1:1883", "scheme" },
+		{ "http://127.0.0.1:1883", "scheme" },
+		{ "mqtt:/127.0.0.1:1883", "scheme" },
 		{ "mqtt://", "missing host" },
 		{ "mqtt://:1883", "missing host" },
 		{ "mqtt://h:", "empty port" },
