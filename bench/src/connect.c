@@ -101,15 +101,17 @@ static size_t build_connect(const struct bench_opts *o, unsigned k, unsigned cha
 {
 	char id[128];
 	snprintf(id, sizeof id, "%s-%s-%u", o->prefix, o->token, k);
-	return mqc_mqtt_connect(out, cap, o->protocol, id, o->username, o->password, 0);
+	return mqc_mqtt_connect(
+	    out, cap, o->net.conn.protocol, id, o->net.conn.username, o->net.conn.password, 0);
 }
 
 int bench_connect_check(const struct bench_opts *o, char *err, size_t errlen)
 {
-	const char *too_long = o->username && strlen(o->username) > MQC_MQTT_STR_MAX ? "--username"
-	    : o->password && strlen(o->password) > MQC_MQTT_STR_MAX                  ? "--password"
-	    : strlen(o->prefix) > 64                                                 ? "--prefix"
-	                                                                             : NULL;
+	const char *too_long = o->net.conn.username && strlen(o->net.conn.username) > MQC_MQTT_STR_MAX
+	    ? "--username"
+	    : o->net.conn.password && strlen(o->net.conn.password) > MQC_MQTT_STR_MAX ? "--password"
+	    : strlen(o->prefix) > 64                                                  ? "--prefix"
+	                                                                              : NULL;
 	if (too_long) {
 		snprintf(err, errlen, "%s: longer than MQTT allows (%u bytes)", too_long,
 		    too_long[2] == 'p' && too_long[3] == 'r' ? 64u : MQC_MQTT_STR_MAX);
@@ -228,8 +230,8 @@ static void on_event(struct storm *s, struct attempt *a, uint32_t events)
 			if (s->ctx) {
 				a->ssl = SSL_new(s->ctx);
 				SSL_set_fd(a->ssl, a->fd);
-				SSL_set_tlsext_host_name(a->ssl, s->o->url.host);
-				SSL_set1_host(a->ssl, s->o->url.host);
+				SSL_set_tlsext_host_name(a->ssl, s->o->net.conn.url.host);
+				SSL_set1_host(a->ssl, s->o->net.conn.url.host);
 				a->state = ST_TLS;
 				tls_step(s, a);
 			} else {
@@ -297,10 +299,11 @@ static int resolve(struct storm *s)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res;
 	char port[16];
-	snprintf(port, sizeof port, "%d", s->o->url.port);
-	int rc = getaddrinfo(s->o->url.host, port, &hints, &res);
+	snprintf(port, sizeof port, "%d", s->o->net.conn.url.port);
+	int rc = getaddrinfo(s->o->net.conn.url.host, port, &hints, &res);
 	if (rc != 0) {
-		fprintf(stderr, "mqbench: cannot resolve %s: %s\n", s->o->url.host, gai_strerror(rc));
+		fprintf(
+		    stderr, "mqbench: cannot resolve %s: %s\n", s->o->net.conn.url.host, gai_strerror(rc));
 		return -1;
 	}
 	memcpy(&s->addr, res->ai_addr, res->ai_addrlen);
@@ -390,10 +393,10 @@ static int preflight(const struct storm *s)
 static SSL_CTX *make_ctx(const struct bench_opts *o)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-	if (!ctx || SSL_CTX_load_verify_locations(ctx, o->cafile, NULL) != 1
-	    || (o->cert
-	        && (SSL_CTX_use_certificate_chain_file(ctx, o->cert) != 1
-	            || SSL_CTX_use_PrivateKey_file(ctx, o->key, SSL_FILETYPE_PEM) != 1))) {
+	if (!ctx || SSL_CTX_load_verify_locations(ctx, o->net.conn.cafile, NULL) != 1
+	    || (o->net.conn.cert
+	        && (SSL_CTX_use_certificate_chain_file(ctx, o->net.conn.cert) != 1
+	            || SSL_CTX_use_PrivateKey_file(ctx, o->net.conn.key, SSL_FILETYPE_PEM) != 1))) {
 		char buf[256];
 		ERR_error_string_n(ERR_get_error(), buf, sizeof buf);
 		fprintf(stderr, "mqbench: TLS setup failed: %s (check --cafile, --cert, --key)\n", buf);
@@ -466,12 +469,13 @@ int bench_run_connect(const struct bench_opts *o)
 {
 	struct storm s = { .o = o, .ep = -1 };
 	if (resolve(&s) != 0 || parse_sources(&s) != 0 || preflight(&s) != 0
-	    || (o->url.tls && !(s.ctx = make_ctx(o)))) {
+	    || (o->net.conn.url.tls && !(s.ctx = make_ctx(o)))) {
 		storm_free(&s);
 		return 1;
 	}
 	s.a = calloc(o->clients, sizeof *s.a);
-	s.pkt_cap = mqc_mqtt_connect_size("", o->username, o->password) + 128 /* the id */;
+	s.pkt_cap
+	    = mqc_mqtt_connect_size("", o->net.conn.username, o->net.conn.password) + 128 /* the id */;
 	s.pkt = malloc(s.pkt_cap);
 	s.ep = epoll_create1(EPOLL_CLOEXEC);
 	if (!s.a || !s.pkt || mqc_hist_init(&s.tcp, 10) || mqc_hist_init(&s.connack, 10)) {
@@ -577,7 +581,7 @@ int bench_run_connect(const struct bench_opts *o)
 				char key[8];
 				snprintf(key, sizeof key, "%d", code);
 				cJSON *one = cJSON_AddObjectToObject(refusals, key);
-				cJSON_AddStringToObject(one, "reason", connack_reason(o->protocol, code));
+				cJSON_AddStringToObject(one, "reason", connack_reason(o->net.conn.protocol, code));
 				cJSON_AddNumberToObject(one, "count", (double)s.connack_codes[code]);
 			}
 		cJSON_AddNumberToObject(root, "elapsed_ns", secs * 1e9);
@@ -600,7 +604,7 @@ int bench_run_connect(const struct bench_opts *o)
 		bench_result_print(root);
 	} else {
 		printf("connect %u clients at %.0f/s (concurrency %u) against %s\n", o->clients,
-		    o->connrate, o->concurrency, o->broker);
+		    o->connrate, o->concurrency, o->net.broker);
 		printf("connected %u of %u in %.3fs (%.0f/s)   failed %u   held %u for %.1fs\n",
 		    s.held + (unsigned)s.reasons[R_DROPPED], o->clients, secs, (double)s.held / secs,
 		    s.failed, held, (double)o->hold_ns / 1e9);
@@ -613,7 +617,7 @@ int bench_run_connect(const struct bench_opts *o)
 					printf(" %s %llu", reason_names[r], (unsigned long long)s.reasons[r]);
 			for (int c = 1; c < 256; c++)
 				if (s.connack_codes[c])
-					printf(" (CONNACK %d '%s': %llu)", c, connack_reason(o->protocol, c),
+					printf(" (CONNACK %d '%s': %llu)", c, connack_reason(o->net.conn.protocol, c),
 					    (unsigned long long)s.connack_codes[c]);
 			if (s.reasons[R_CLOSED])
 				printf(" (closed before CONNACK: mosquitto does this at max_connections)");

@@ -301,7 +301,7 @@ int bench_merge(int argc, char **argv)
 	}
 	if (rc == 0 && json) {
 		/* The common fields, as a run would write them, then the merged body. */
-		struct bench_opts none = { .prefix = m.labels, .broker = "" };
+		struct bench_opts none = { .prefix = m.labels, .net.broker = "" };
 		cJSON *root = bench_result_new(&none);
 		cJSON_ReplaceItemInObject(root, "scenario", cJSON_CreateString(m.scenario));
 		cJSON_ReplaceItemInObject(root, "settings", m.settings);

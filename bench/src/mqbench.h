@@ -11,18 +11,14 @@
 #include <sys/types.h>
 
 #include "bench_core.h"
+#include "mqc_cli.h"
 #include "mqc_hist.h"
-#include "mqc_url.h"
 
 enum bench_scenario { SC_CONNECT, SC_THROUGHPUT, SC_FANOUT, SC_REQUEST };
 
 struct bench_opts {
 	enum bench_scenario scenario;
-	const char *broker;
-	struct mqc_url url;
-	const char *cafile, *cert, *key, *username, *password;
-	int qos;
-	int protocol; /* 4 (3.1.1) or 5 */
+	struct mqc_cli_conn net; /* broker URL, TLS, credentials, QoS, protocol (mqc_cli.h) */
 	uint64_t duration_ns;
 	const char *prefix; /* client ids start with it */
 	const char *label;  /* names the run in --json, merge and report (default: prefix) */
@@ -53,6 +49,9 @@ struct bench_opts {
 };
 
 /** Parse argv (after the scenario name). Returns 0, 1 after --help, 2 on a usage error. */
+/** naive, pool, dedicated: the request scenario's modes, by number. */
+extern const char *const bench_request_modes[3];
+
 int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts *o);
 
 int bench_run_throughput(const struct bench_opts *o);

@@ -26,10 +26,10 @@
 
 #include "mqbench.h"
 #include "mqc_clock.h"
-#include "mqc_net.h"
+#include "mqc_request.h"
 #include "mqttpool.h"
 
-static const char *const mode_names[] = { "naive", "pool", "dedicated" };
+const char *const bench_request_modes[3] = { "naive", "pool", "dedicated" };
 
 struct shared {
 	const struct bench_opts *o;
@@ -38,7 +38,6 @@ struct shared {
 	pthread_mutex_t lock;
 	uint64_t next, t0, end;
 	atomic_uint_fast64_t done, errors, timeouts;
-	atomic_uint client_counter;
 	uint16_t run;
 };
 
@@ -46,133 +45,38 @@ struct worker {
 	struct shared *s;
 	int id;
 	struct mqc_hist lat;
-	/* a synchronous libmosquitto client (naive, dedicated) */
-	struct mosquitto *m;
-	int connack, sub_mid, acked_mid;
-	bool subscribed, got;
-	uint64_t seq;
-	char inbox[128];
-	unsigned char want[16];
+	struct mqc_requester *rq; /* naive (per request) and dedicated (per worker) */
+	char inbox_prefix[64];
 };
 
-/* --- the synchronous client used by naive and dedicated ---------------------------------- */
-
-static void on_connect(struct mosquitto *m, void *obj, int rc, int f, const mosquitto_property *p)
-{
-	(void)m;
-	(void)f;
-	(void)p;
-	((struct worker *)obj)->connack = rc;
-}
-
-static void on_subscribe(
-    struct mosquitto *m, void *obj, int mid, int n, const int *g, const mosquitto_property *p)
-{
-	(void)m;
-	(void)p;
-	struct worker *w = obj;
-	if (mid == w->sub_mid && n > 0 && g[0] <= 2)
-		w->subscribed = true;
-}
-
-static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_message *msg,
-    const mosquitto_property *props)
-{
-	(void)m;
-	(void)msg;
-	struct worker *w = obj;
-	void *corr = NULL;
-	uint16_t len = 0;
-	mosquitto_property_read_binary(props, MQTT_PROP_CORRELATION_DATA, &corr, &len, false);
-	if (corr && len == sizeof w->want && memcmp(corr, w->want, len) == 0)
-		w->got = true; /* only our own request's reply counts */
-	free(corr);
-}
-
-/* Run the client until done() or the deadline. */
-static bool run_until(struct worker *w, bool *flag, uint64_t deadline)
-{
-	while (!*flag) {
-		uint64_t now = mqc_now_ns();
-		if (now >= deadline)
-			return false;
-		int ms = (int)((deadline - now) / MQC_NS_PER_MS);
-		if (mosquitto_loop(w->m, ms < 1 ? 1 : ms > 100 ? 100 : ms, 1) != MOSQ_ERR_SUCCESS)
-			return false;
-		mqc_tcp_quickack(mosquitto_socket(w->m)); /* a Nagle-ing broker: mqc_net.h */
-	}
-	return true;
-}
+/* --- naive and dedicated: the project's one request/reply client (mqc_request.h) ---------- */
 
 static int client_open(struct worker *w, uint64_t deadline)
 {
-	const struct bench_opts *o = w->s->o;
-	char id[64];
-	snprintf(
-	    id, sizeof id, "%s-%s-%u", o->prefix, o->token, atomic_fetch_add(&w->s->client_counter, 1));
-	w->m = mosquitto_new(id, true, w);
-	if (!w->m)
-		return -1;
-	mosquitto_int_option(w->m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
-	mosquitto_int_option(w->m, MOSQ_OPT_TCP_NODELAY, 1);
-	mosquitto_connect_v5_callback_set(w->m, on_connect);
-	mosquitto_subscribe_v5_callback_set(w->m, on_subscribe);
-	mosquitto_message_v5_callback_set(w->m, on_message);
-	if (o->username)
-		mosquitto_username_pw_set(w->m, o->username, o->password);
-	if (o->url.tls && mosquitto_tls_set(w->m, o->cafile, NULL, o->cert, o->key, NULL) != 0)
-		return -1;
-	w->connack = -1;
-	w->subscribed = false;
-	if (mosquitto_connect(w->m, o->url.host, o->url.port, 30) != MOSQ_ERR_SUCCESS)
-		return -1;
-	bool connected = false;
-	while (w->connack < 0 && mqc_now_ns() < deadline) {
-		if (mosquitto_loop(w->m, 10, 1) != MOSQ_ERR_SUCCESS)
-			return -1;
-		mqc_tcp_quickack(mosquitto_socket(w->m));
-	}
-	connected = w->connack == 0;
-	if (!connected)
-		return -1;
-	snprintf(w->inbox, sizeof w->inbox, "%s/inbox/%s", o->prefix, id);
-	char filter[160];
-	snprintf(filter, sizeof filter, "%s/#", w->inbox);
-	if (mosquitto_subscribe_v5(w->m, &w->sub_mid, filter, 0, MQTT_SUB_OPT_NO_LOCAL, NULL) != 0
-	    || !run_until(w, &w->subscribed, deadline))
-		return -1;
-	return 0;
+	char err[256];
+	int rc = mqc_requester_open(
+	    &w->s->o->net.conn, w->inbox_prefix, deadline, &w->rq, err, sizeof err);
+	if (rc != MQC_REQ_OK && w->s->mode == 2)
+		fprintf(stderr, "mqbench: worker %d: %s\n", w->id, err);
+	return rc == MQC_REQ_OK ? 0 : -1;
 }
 
 static void client_close(struct worker *w)
 {
-	if (!w->m)
-		return;
-	mosquitto_disconnect(w->m);
-	mosquitto_loop(w->m, 1, 1);
-	mosquitto_destroy(w->m);
-	w->m = NULL;
+	mqc_requester_close(w->rq);
+	w->rq = NULL;
 }
 
 static int client_request(struct worker *w, const char *payload, size_t len, uint64_t deadline)
 {
-	w->seq++;
-	memcpy(w->want, &w->id, sizeof w->id);
-	memcpy(w->want + sizeof w->id, &w->seq, sizeof w->seq);
-	memset(w->want + sizeof w->id + sizeof w->seq, 0x5a,
-	    sizeof w->want - sizeof w->id - sizeof w->seq);
-	char topic[200];
-	snprintf(topic, sizeof topic, "%s/%llu", w->inbox, (unsigned long long)w->seq);
-	mosquitto_property *props = NULL;
-	mosquitto_property_add_string(&props, MQTT_PROP_RESPONSE_TOPIC, topic);
-	mosquitto_property_add_binary(&props, MQTT_PROP_CORRELATION_DATA, w->want, sizeof w->want);
-	w->got = false;
-	int rc
-	    = mosquitto_publish_v5(w->m, NULL, w->s->o->pub_topic, (int)len, payload, 0, false, props);
-	mosquitto_property_free_all(&props);
-	if (rc != MOSQ_ERR_SUCCESS)
-		return MQP_ECONNLOST;
-	return run_until(w, &w->got, deadline) ? MQP_OK : MQP_ETIMEDOUT;
+	switch (mqc_requester_request(w->rq, w->s->o->pub_topic, payload, len, 0, deadline, NULL)) {
+		case MQC_REQ_OK:
+			return MQP_OK;
+		case MQC_REQ_TIMEDOUT:
+			return MQP_ETIMEDOUT;
+		default:
+			return MQP_ECONNLOST;
+	}
 }
 
 /* --- workers ----------------------------------------------------------------------------- */
@@ -267,14 +171,14 @@ static int run_mode(const struct bench_opts *o, int mode, uint16_t run, struct m
 	if (mode == 1) {
 		struct mqp_pool_options po = { .max_size = o->pool_size,
 			.min_size = o->pool_size < 2 ? o->pool_size : 2,
-			.username = o->username,
-			.password = o->password,
-			.cafile = o->cafile,
-			.certfile = o->cert,
-			.keyfile = o->key,
+			.username = o->net.conn.username,
+			.password = o->net.conn.password,
+			.cafile = o->net.conn.cafile,
+			.certfile = o->net.conn.cert,
+			.keyfile = o->net.conn.key,
 			.client_id_prefix = "mqbench" };
 		char err[256];
-		int rc = mqp_pool_new(o->broker, &po, &s.pool, err, sizeof err);
+		int rc = mqp_pool_new(o->net.broker, &po, &s.pool, err, sizeof err);
 		if (rc != MQP_OK) {
 			fprintf(stderr, "mqbench: pool: %s: %s\n", mqp_strerror(rc), err);
 			return -1;
@@ -293,6 +197,7 @@ static int run_mode(const struct bench_opts *o, int mode, uint16_t run, struct m
 	s.end = s.t0 + o->duration_ns;
 	for (unsigned i = 0; i < o->concurrency; i++) {
 		w[i] = (struct worker) { .s = &s, .id = (int)i };
+		snprintf(w[i].inbox_prefix, sizeof w[i].inbox_prefix, "%s/inbox", o->prefix);
 		mqc_hist_init(&w[i].lat, 10);
 		pthread_create(&t[i], NULL, worker_main, &w[i]);
 	}
@@ -326,8 +231,8 @@ int bench_run_request(const struct bench_opts *o)
 	for (int mode = 0; mode < 3; mode++) {
 		if (o->request_mode >= 0 && o->request_mode != mode)
 			continue;
-		fprintf(stderr, "mqbench: %s: %u workers for %.1fs...\n", mode_names[mode], o->concurrency,
-		    (double)o->duration_ns / 1e9);
+		fprintf(stderr, "mqbench: %s: %u workers for %.1fs...\n", bench_request_modes[mode],
+		    o->concurrency, (double)o->duration_ns / 1e9);
 		if (run_mode(o, mode, run, &r[mode]) != 0)
 			rc = 1;
 	}
@@ -337,7 +242,7 @@ int bench_run_request(const struct bench_opts *o)
 		for (int m = 0; m < 3; m++) {
 			if (!r[m].ran)
 				continue;
-			cJSON *one = cJSON_AddObjectToObject(modes, mode_names[m]);
+			cJSON *one = cJSON_AddObjectToObject(modes, bench_request_modes[m]);
 			cJSON_AddNumberToObject(one, "requests_per_second", r[m].rate);
 			cJSON_AddNumberToObject(one, "ok", (double)r[m].done);
 			cJSON_AddNumberToObject(one, "timeouts", (double)r[m].timeouts);
@@ -352,7 +257,7 @@ int bench_run_request(const struct bench_opts *o)
 		bench_result_print(root);
 	} else {
 		printf("request %s against %s: concurrency %u, %.1fs per mode, %s\n", o->pub_topic,
-		    o->broker, o->concurrency, (double)o->duration_ns / 1e9,
+		    o->net.broker, o->concurrency, (double)o->duration_ns / 1e9,
 		    o->rate > 0 ? "open loop" : "closed loop");
 		printf("%-10s %10s %10s %10s %10s %9s %9s %12s\n", "mode", "req/s", "p50", "p99", "p99.9",
 		    "errors", "connects", "disconnects");
@@ -374,8 +279,8 @@ int bench_run_request(const struct bench_opts *o)
 					snprintf(cn, sizeof cn, "%.0f", r[m].p1.connects - r[m].p0.connects);
 				snprintf(dc, sizeof dc, "%.0f", r[m].p1.disconnects - r[m].p0.disconnects);
 			}
-			printf("%-10s %10.0f %10s %10s %10s %9llu %9s %12s\n", mode_names[m], r[m].rate,
-			    bench_fmt_ns(mqc_hist_percentile(&r[m].lat, 50), a, sizeof a),
+			printf("%-10s %10.0f %10s %10s %10s %9llu %9s %12s\n", bench_request_modes[m],
+			    r[m].rate, bench_fmt_ns(mqc_hist_percentile(&r[m].lat, 50), a, sizeof a),
 			    bench_fmt_ns(mqc_hist_percentile(&r[m].lat, 99), b, sizeof b),
 			    bench_fmt_ns(mqc_hist_percentile(&r[m].lat, 99.9), c, sizeof c),
 			    (unsigned long long)r[m].errors + r[m].timeouts, cn, dc);
@@ -394,7 +299,7 @@ int bench_run_request(const struct bench_opts *o)
 	}
 	for (int m = 0; m < 3; m++) {
 		if (r[m].ran)
-			bench_warn_delayed_ack(mode_names[m], &r[m].lat);
+			bench_warn_delayed_ack(bench_request_modes[m], &r[m].lat);
 		uint64_t p99 = mqc_hist_percentile(&r[m].lat, 99);
 		if (r[m].ran && o->rate <= 0 && p99 > 0 && r[m].lat.max > 100 * p99) {
 			/* Closed loop: a stall holds every worker, so it is one slow sample per worker,
@@ -403,12 +308,12 @@ int bench_run_request(const struct bench_opts *o)
 			fprintf(stderr,
 			    "mqbench: %s: closed loop: max %s is over 100x p99 %s: a stall held every "
 			    "worker and the percentiles hide it; --rate gives open-loop latency\n",
-			    mode_names[m], bench_fmt_ns(r[m].lat.max, a, sizeof a),
+			    bench_request_modes[m], bench_fmt_ns(r[m].lat.max, a, sizeof a),
 			    bench_fmt_ns(p99, b, sizeof b));
 		}
 		if (r[m].ran && r[m].done == 0) {
 			fprintf(stderr, "mqbench: %s: no request got its reply (is a device answering %s?)\n",
-			    mode_names[m], o->pub_topic);
+			    bench_request_modes[m], o->pub_topic);
 			rc = 1;
 		}
 		if (r[m].ran)

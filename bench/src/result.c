@@ -37,11 +37,11 @@ cJSON *bench_result_new(const struct bench_opts *o)
 	cJSON_AddStringToObject(root, "date", date);
 	cJSON_AddStringToObject(root, "label", o->label ? o->label : o->prefix);
 	cJSON_AddStringToObject(root, "scenario", scenario_names[o->scenario]);
-	cJSON_AddStringToObject(root, "broker", o->broker);
+	cJSON_AddStringToObject(root, "broker", o->net.broker);
 	cJSON_AddItemToObject(root, "settings", s);
 	/* What shaped the load, and nothing that differs between the pods of one run (prefix,
 	 * label, seed, source addresses): merge refuses results whose settings differ. */
-	cJSON_AddStringToObject(s, "protocol", protocol_name(o->protocol));
+	cJSON_AddStringToObject(s, "protocol", protocol_name(o->net.conn.protocol));
 	if (o->scenario != SC_CONNECT) /* connect holds for --hold instead */
 		cJSON_AddNumberToObject(s, "duration_ns", (double)o->duration_ns);
 	switch (o->scenario) {
@@ -50,7 +50,7 @@ cJSON *bench_result_new(const struct bench_opts *o)
 			cJSON_AddNumberToObject(s, "rate", o->connrate);
 			cJSON_AddNumberToObject(s, "concurrency", o->concurrency);
 			cJSON_AddNumberToObject(s, "hold_ns", (double)o->hold_ns);
-			cJSON_AddBoolToObject(s, "tls", o->url.tls);
+			cJSON_AddBoolToObject(s, "tls", o->net.conn.url.tls);
 			break;
 		case SC_THROUGHPUT:
 		case SC_FANOUT:
@@ -58,10 +58,10 @@ cJSON *bench_result_new(const struct bench_opts *o)
 			cJSON_AddNumberToObject(s, "rate", o->rate);
 			cJSON_AddNumberToObject(s, "subscribers", o->subscribers);
 			cJSON_AddNumberToObject(s, "topics", o->topics);
-			cJSON_AddNumberToObject(s, "qos", o->qos);
+			cJSON_AddNumberToObject(s, "qos", o->net.qos);
 			cJSON_AddNumberToObject(s, "size", (double)o->size);
 			cJSON_AddNumberToObject(s, "drain_ns", (double)o->drain_ns);
-			cJSON_AddBoolToObject(s, "tls", o->url.tls);
+			cJSON_AddBoolToObject(s, "tls", o->net.conn.url.tls);
 			if (o->pub_topic)
 				cJSON_AddStringToObject(s, "pub_topic", o->pub_topic);
 			if (o->sub_filter)
@@ -74,7 +74,7 @@ cJSON *bench_result_new(const struct bench_opts *o)
 			cJSON_AddNumberToObject(s, "pool_size", o->pool_size);
 			cJSON_AddStringToObject(s, "topic", o->pub_topic);
 			cJSON_AddNumberToObject(s, "timeout_ns", (double)o->timeout_ns);
-			cJSON_AddBoolToObject(s, "tls", o->url.tls);
+			cJSON_AddBoolToObject(s, "tls", o->net.conn.url.tls);
 			break;
 	}
 	return root;

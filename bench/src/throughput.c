@@ -25,6 +25,7 @@
 #include <cjson/cJSON.h>
 
 #include "mqbench.h"
+#include "mqc_client.h"
 #include "mqc_clock.h"
 
 struct conn {
@@ -104,6 +105,11 @@ __attribute__((format(printf, 3, 4))) static void conn_lost(
 		b->stop = true;
 }
 
+static const char *o_broker(const struct bench *b)
+{
+	return b->o->net.broker;
+}
+
 static uint64_t to_wall(const struct bench *b, uint64_t mono)
 {
 	return b->wall0 + (mono - b->mono0);
@@ -142,7 +148,8 @@ static void on_connect(
 	c->connack = rc;
 	if (rc != 0) {
 		fail(c->b, "CONNECT refused: %s",
-		    c->b->o->protocol == 5 ? mosquitto_reason_string(rc) : mosquitto_connack_string(rc));
+		    c->b->o->net.conn.protocol == 5 ? mosquitto_reason_string(rc)
+		                                    : mosquitto_connack_string(rc));
 		return;
 	}
 	c->connected = true;
@@ -155,7 +162,7 @@ static void on_connect(
 		snprintf(filter, sizeof filter, "%s", c->b->o->sub_filter);
 	else
 		topic_for(c->b, c->index, filter, sizeof filter);
-	if (mosquitto_subscribe_v5(m, NULL, filter, c->b->o->qos, 0, NULL) != MOSQ_ERR_SUCCESS)
+	if (mosquitto_subscribe_v5(m, NULL, filter, c->b->o->net.qos, 0, NULL) != MOSQ_ERR_SUCCESS)
 		fail(c->b, "cannot subscribe to %s", filter);
 }
 
@@ -192,7 +199,9 @@ static void on_disconnect(struct mosquitto *m, void *obj, int rc, const mosquitt
 	(void)props;
 	struct conn *c = obj;
 	c->connected = false;
-	if (rc != 0)
+	if (rc != 0 && c->connack < 0)
+		conn_lost(c->b, c, "cannot connect to %s: %s", o_broker(c->b), mqc_client_strerror(rc));
+	else if (rc != 0)
 		conn_lost(c->b, c, "lost a connection to the broker: %s", mosquitto_strerror(rc));
 	else
 		c->lost = true; /* our own DISCONNECT, at the end */
@@ -261,7 +270,7 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 
 static void watch(struct bench *b, struct conn *c)
 {
-	bool want = mosquitto_want_write(c->m);
+	bool want = mqc_client_want_write(c->m, c->connack < 0);
 	if (want == c->out)
 		return;
 	struct epoll_event ev = { .events = EPOLLIN | (want ? EPOLLOUT : 0u), .data.ptr = c };
@@ -284,35 +293,23 @@ static int open_conn(struct bench *b, struct conn *c, const char *id)
 	const struct bench_opts *o = b->o;
 	c->b = b;
 	c->connack = -1;
-	c->m = mosquitto_new(id, true, c);
+	struct mqc_conn_opts co = o->net.conn;
+	co.client_id = id;
+	co.keepalive_s = 60;
+	char err[256];
+	c->m = mqc_client_new(&co, c, NULL, err, sizeof err);
 	if (!c->m) {
-		fail(b, "mosquitto_new failed for %s", id);
+		fail(b, "%s: %s", id, err);
 		return -1;
 	}
-	mosquitto_int_option(
-	    c->m, MOSQ_OPT_PROTOCOL_VERSION, o->protocol == 5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311);
-	mosquitto_int_option(c->m, MOSQ_OPT_TCP_NODELAY, 1);
 	mosquitto_int_option(c->m, MOSQ_OPT_SEND_MAXIMUM, 1000);
 	mosquitto_connect_v5_callback_set(c->m, on_connect);
 	mosquitto_subscribe_v5_callback_set(c->m, on_subscribe);
 	mosquitto_publish_v5_callback_set(c->m, on_publish);
 	mosquitto_disconnect_v5_callback_set(c->m, on_disconnect);
 	mosquitto_message_v5_callback_set(c->m, on_message);
-	if (o->username)
-		mosquitto_username_pw_set(c->m, o->username, o->password);
-	int rc = MOSQ_ERR_SUCCESS;
-	if (o->url.tls
-	    && (rc = mosquitto_tls_set(c->m, o->cafile, NULL, o->cert, o->key, NULL))
-	        != MOSQ_ERR_SUCCESS) {
-		fail(b, "TLS setup failed: %s (check --cafile, --cert, --key)", mosquitto_strerror(rc));
-		return -1;
-	}
-	rc = mosquitto_connect(c->m, o->url.host, o->url.port, 60);
-	if (rc != MOSQ_ERR_SUCCESS) {
-		char why[128];
-		snprintf(why, sizeof why, "%s: %s", o->broker,
-		    rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
-		fail(b, "cannot connect to %s", why);
+	if (mqc_client_connect(c->m, &co, err, sizeof err) != 0) {
+		fail(b, "cannot connect to %s: %s", o->net.broker, err);
 		return -1;
 	}
 	c->fd = mosquitto_socket(c->m);
@@ -328,15 +325,12 @@ static int open_conn(struct bench *b, struct conn *c, const char *id)
 static void handle_io(struct bench *b, struct epoll_event *ev)
 {
 	struct conn *c = ev->data.ptr;
-	if (ev->events & EPOLLOUT) {
-		mosquitto_loop_write(c->m, 1);
-		if (!c->connected) /* a TLS handshake may need a read after a write */
-			mosquitto_loop_read(c->m, 1);
-	}
-	if (ev->events & (EPOLLIN | EPOLLERR | EPOLLHUP))
-		mosquitto_loop_read(c->m, 1);
+	mqc_client_io(c->m, (ev->events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0,
+	    (ev->events & EPOLLOUT) != 0, !c->connected);
 	if (mosquitto_socket(c->m) != c->fd) { /* closed by libmosquitto */
-		if (!c->lost)
+		if (!c->lost && c->connack < 0)
+			conn_lost(b, c, "cannot connect to %s", o_broker(b));
+		else if (!c->lost)
 			conn_lost(b, c, "the broker closed a connection%s", "");
 		return;
 	}
@@ -388,7 +382,7 @@ static void emit(struct bench *b, uint64_t now)
 			bench_put_u32le(b->payload + 16, (uint32_t)((t - intended) / 1000));
 		topic_for(b, pub, topic, sizeof topic);
 		if (mosquitto_publish_v5(
-		        c->m, NULL, topic, (int)b->o->size, b->payload, b->o->qos, false, NULL)
+		        c->m, NULL, topic, (int)b->o->size, b->payload, b->o->net.qos, false, NULL)
 		    != MOSQ_ERR_SUCCESS) {
 			fail(b, "publish failed on %s", "a publisher connection");
 			return;
@@ -435,7 +429,7 @@ static void missing(const struct bench *b, uint64_t *with_lost_subscribers, uint
 /* Every publish of a live publisher acknowledged (QoS 1/2; QoS 0 has nothing to wait for). */
 static bool acks_done(const struct bench *b)
 {
-	if (b->o->qos == 0)
+	if (b->o->net.qos == 0)
 		return true;
 	for (unsigned i = 0; i < b->npubs; i++)
 		if (!b->conns[i].lost && b->conns[i].completed < b->conns[i].sent)
@@ -550,7 +544,7 @@ static void report(struct bench *b, const struct probe_sample *p0, const struct 
 		return;
 	}
 	printf("%s %upub x%.0f/s -> %usub qos%d against %s\n", name, b->npubs, o->rate, b->nsubs,
-	    o->qos, o->broker);
+	    o->net.qos, o->net.broker);
 	printf("duration %.3fs   clients %u\n", secs, b->npubs + b->nsubs);
 	printf("sent %llu (%.0f/s)   delivered %llu of %llu expected   loss %.2f%%\n",
 	    (unsigned long long)n->sent, (double)n->sent / secs, (unsigned long long)n->delivered,
@@ -763,7 +757,7 @@ int bench_run_throughput(const struct bench_opts *o)
 	} while (p0.ok && p1.ok && p1.disconnects - p0.disconnects < b.npubs + b.nsubs
 	    && mqc_now_ns() < probe_deadline);
 
-	b.n.acked = o->qos ? acked(&b) : 0;
+	b.n.acked = o->net.qos ? acked(&b) : 0;
 	for (size_t i = 0; i < (size_t)b.npubs * b.nsubs; i++) {
 		b.n.duplicates += b.streams[i].duplicates;
 		b.n.out_of_order += b.streams[i].out_of_order;

@@ -89,7 +89,8 @@ struct mqp_pool_options {
 	                                 PREFIX-<pid>-<random per pool>-<n> */
 	const char *inbox_prefix;     /* 0: "mqp/inbox": replies come to PREFIX/<client id> */
 	const char *username, *password;
-	const char *cafile;             /* mqtts://: CA verification and hostname check, always */
+	const char *cafile;             /* mqtts://: the CA (0: the system's trust store); the
+	                                   certificate and host name are verified, always */
 	const char *certfile, *keyfile; /* client certificate */
 	unsigned idle_timeout_ms;       /* idle connections above min_size close after this; 0: 30000 */
 	unsigned max_lifetime_ms;       /* connections retire after this, minus up to 2.5 % jitter,

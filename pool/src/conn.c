@@ -16,6 +16,7 @@
 #include <sys/epoll.h>
 
 #include "logic.h"
+#include "mqc_client.h"
 #include "mqc_clock.h"
 #include "mqc_random.h"
 
@@ -361,47 +362,43 @@ void mqp__conn_open(struct mqp_pool *p, struct pconn *c)
 {
 	*c = (struct pconn) { .pool = p, .fd = -1, .epoch = 1 };
 	c->qtail = &c->qhead;
-	/* PREFIX-<64 random bits>: nobody can guess it to take the session (and inbox) over by
-	 * connecting with the same id, and no two connections anywhere share one. */
-	char prefix[16];
-	snprintf(prefix, sizeof prefix, "%s-", p->client_prefix);
-	if (mqc_random_id(c->id, sizeof c->id, prefix) != 0 || mqp__corr_init(&c->corr) != 0) {
-		mqp__set_error(
-		    p, "no random bytes for a client id or correlation key: %s", strerror(errno));
+	if (mqp__corr_init(&c->corr) != 0) {
+		mqp__set_error(p, "no random bytes for a correlation key: %s", strerror(errno));
+		backoff(p);
+		return;
+	}
+	/* PREFIX-<64 random bits> (mqc_client.h): nobody can guess it to take the session (and
+	 * inbox) over by connecting with the same id, and no two connections anywhere share one. */
+	struct mqc_conn_opts co = {
+		.url = p->url,
+		.cafile = p->cafile,
+		.cert = p->certfile,
+		.key = p->keyfile,
+		.username = p->username,
+		.password = p->password,
+		.id_prefix = p->client_prefix,
+		.protocol = p->opt.protocol,
+		.keepalive_s = p->opt.keepalive_s,
+		.ssl_ctx = p->ssl_ctx, /* one SSL_CTX for the pool: the CA is loaded once */
+	};
+	char why[256];
+	c->m = mqc_client_new(&co, c, c->id, why, sizeof why);
+	if (!c->m) {
+		mqp__corr_free(&c->corr);
+		mqp__set_error(p, "%s", why);
 		backoff(p);
 		return;
 	}
 	snprintf(c->inbox, sizeof c->inbox, "%s/%s", p->inbox_prefix, c->id);
-	c->m = mosquitto_new(c->id, true, c);
-	if (!c->m) {
-		mqp__corr_free(&c->corr);
-		mqp__set_error(p, "mosquitto_new failed");
-		backoff(p);
-		return;
-	}
-	mosquitto_int_option(c->m, MOSQ_OPT_PROTOCOL_VERSION,
-	    p->opt.protocol == 5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311);
-	mosquitto_int_option(c->m, MOSQ_OPT_TCP_NODELAY, 1);
 	mosquitto_connect_v5_callback_set(c->m, on_connect);
 	mosquitto_subscribe_v5_callback_set(c->m, on_subscribe);
 	mosquitto_publish_v5_callback_set(c->m, on_publish);
 	mosquitto_message_v5_callback_set(c->m, on_message);
 	mosquitto_disconnect_v5_callback_set(c->m, on_disconnect);
-	if (p->username)
-		mosquitto_username_pw_set(c->m, p->username, p->password);
-	if (p->ssl_ctx) {
-		/* One SSL_CTX for the pool: the CA is loaded once, not on every connect. */
-		mosquitto_tls_set(c->m, p->cafile, NULL, p->certfile, p->keyfile, NULL);
-		mosquitto_int_option(c->m, MOSQ_OPT_SSL_CTX_WITH_DEFAULTS, 0);
-		mosquitto_void_option(c->m, MOSQ_OPT_SSL_CTX, p->ssl_ctx);
-	}
 	c->connect_start = mqc_now_ns();
 	c->connect_deadline = c->connect_start + (uint64_t)p->opt.connect_timeout_ms * MQC_NS_PER_MS;
-	int rc = mosquitto_connect_bind_async(
-	    c->m, p->url.host, p->url.port, (int)p->opt.keepalive_s, NULL);
-	if (rc != MOSQ_ERR_SUCCESS) {
-		mqp__set_error(p, "connect to %s:%d: %s", p->url.host, p->url.port,
-		    rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
+	if (mqc_client_connect(c->m, &co, why, sizeof why) != 0) {
+		mqp__set_error(p, "%s", why);
 		mosquitto_destroy(c->m);
 		mqp__corr_free(&c->corr);
 		*c = (struct pconn) { .fd = -1 };
@@ -424,7 +421,7 @@ void mqp__conn_open(struct mqp_pool *p, struct pconn *c)
 
 static void conn_watch(struct mqp_pool *p, struct pconn *c)
 {
-	bool want = mosquitto_want_write(c->m) || !c->ready;
+	bool want = mqc_client_want_write(c->m, !c->ready);
 	if (want == c->out || c->fd < 0)
 		return;
 	struct epoll_event ev = { .events = EPOLLIN | (want ? EPOLLOUT : 0u), .data.ptr = c };

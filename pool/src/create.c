@@ -84,7 +84,10 @@ static SSL_CTX *make_ssl_ctx(const struct mqp_pool *p, char *err, size_t errlen)
 	char why[256] = "";
 	if (!ctx)
 		goto ssl_error;
-	if (SSL_CTX_load_verify_locations(ctx, p->cafile, NULL) != 1)
+	/* No cafile: the system's trust store, as a browser or curl would use. */
+	if ((p->cafile ? SSL_CTX_load_verify_locations(ctx, p->cafile, NULL)
+	               : SSL_CTX_set_default_verify_paths(ctx))
+	    != 1)
 		goto ssl_error;
 	if (p->certfile
 	    && (SSL_CTX_use_certificate_chain_file(ctx, p->certfile) != 1
@@ -101,8 +104,8 @@ static SSL_CTX *make_ssl_ctx(const struct mqp_pool *p, char *err, size_t errlen)
 ssl_error:
 	ERR_error_string_n(ERR_get_error(), why, sizeof why);
 	if (err && errlen) /* never into why itself: snprintf must not read what it writes */
-		snprintf(err, errlen, "TLS setup failed (cafile %s, certfile %s): %s", p->cafile,
-		    p->certfile ? p->certfile : "none", why);
+		snprintf(err, errlen, "TLS setup failed (cafile %s, certfile %s): %s",
+		    p->cafile ? p->cafile : "the system's", p->certfile ? p->certfile : "none", why);
 	SSL_CTX_free(ctx);
 	return NULL;
 }
@@ -156,11 +159,6 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	if (!o->certfile != !o->keyfile) {
 		pool_free(p);
 		return fail(err, errlen, MQP_EINVAL, "certfile and keyfile go together");
-	}
-	if (p->url.tls && !o->cafile) {
-		pool_free(p);
-		return fail(
-		    err, errlen, MQP_EINVAL, "mqtts:// needs cafile: the broker is always verified");
 	}
 	const char *prefix = o->client_id_prefix ? o->client_id_prefix : "mqp";
 	const char *inbox = o->inbox_prefix ? o->inbox_prefix : "mqp/inbox";

@@ -16,8 +16,8 @@
 
 #include "conn.h"
 #include "logic.h"
+#include "mqc_client.h"
 #include "mqc_clock.h"
-#include "mqc_net.h"
 
 enum { MISC_INTERVAL_MS = 1000 };
 
@@ -438,15 +438,8 @@ void mqp__io_run(struct mqp_pool *p)
 			struct pconn *c = events[i].data.ptr;
 			if (!c->open)
 				continue; /* closed earlier in this batch */
-			if (events[i].events & EPOLLOUT) {
-				mosquitto_loop_write(c->m, 1);
-				if (!c->ready && !c->dead) /* TLS: the handshake may need a read */
-					mosquitto_loop_read(c->m, 1);
-			}
-			if (!c->dead && (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))) {
-				mosquitto_loop_read(c->m, 1);
-				mqc_tcp_quickack(mosquitto_socket(c->m)); /* a Nagle-ing broker: mqc_net.h */
-			}
+			mqc_client_io(c->m, (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0,
+			    (events[i].events & EPOLLOUT) != 0, !c->ready);
 			mqp__conn_settle(p, c);
 		}
 		now = mqc_now_ns();
@@ -458,7 +451,7 @@ void mqp__io_run(struct mqp_pool *p)
 		if (now >= next_misc) {
 			for (unsigned i = 0; i < p->opt.max_size; i++)
 				if (p->conns[i].open) {
-					mosquitto_loop_misc(p->conns[i].m);
+					mqc_client_misc(p->conns[i].m);
 					mqp__conn_settle(p, &p->conns[i]);
 				}
 			next_misc = now + MISC_INTERVAL_MS * MQC_NS_PER_MS;

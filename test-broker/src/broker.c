@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "mqc_client.h"
 #include "mqc_clock.h"
 #include "mqc_strutil.h"
 
@@ -67,6 +68,16 @@ static void on_connect(struct mosquitto *m, void *userdata, int rc)
 	*(int *)userdata = rc;
 }
 
+static bool connack_in(const void *arg)
+{
+	return *(const int *)arg >= 0;
+}
+
+static bool connecting(const void *arg)
+{
+	return !connack_in(arg);
+}
+
 /*
  * One MQTT CONNECT as the test user. Returns 0 on CONNACK 0, a positive CONNACK code when the
  * broker refused, -1 when it did not answer (not listening yet, or no CONNACK by the deadline).
@@ -74,20 +85,22 @@ static void on_connect(struct mosquitto *m, void *userdata, int rc)
 static int try_connect(const struct tb_broker *b, uint64_t deadline)
 {
 	int connack = -1;
-	struct mosquitto *m = mosquitto_new(NULL, true, &connack);
+	struct mqc_conn_opts o = {
+		.url = { .port = b->info.port },
+		.username = b->info.username,
+		.password = b->info.password,
+		.id_prefix = "tb-ping",
+		.protocol = 4, /* on_connect below is the 3.1.1 callback: CONNACK return codes */
+	};
+	snprintf(o.url.host, sizeof o.url.host, "127.0.0.1");
+	char err[256];
+	struct mosquitto *m = mqc_client_new(&o, &connack, NULL, err, sizeof err);
 	if (!m)
 		return -1;
 	mosquitto_connect_callback_set(m, on_connect);
-	mosquitto_username_pw_set(m, b->info.username, b->info.password);
-	if (mosquitto_connect(m, "127.0.0.1", b->info.port, 10) == MOSQ_ERR_SUCCESS) {
-		while (connack < 0 && mqc_now_ns() < deadline) {
-			if (mosquitto_loop(m, 20, 1) != MOSQ_ERR_SUCCESS)
-				break;
-		}
-		if (connack == 0)
-			mosquitto_disconnect(m);
-	}
-	mosquitto_destroy(m);
+	if (mqc_client_connect(m, &o, err, sizeof err) == 0)
+		mqc_client_wait(m, connack_in, connecting, &connack, deadline);
+	mqc_client_close(m, 100);
 	return connack;
 }
 

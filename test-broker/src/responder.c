@@ -20,10 +20,9 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "mqc_client.h"
 #include "mqc_clock.h"
 #include "mqc_heap.h"
-#include "mqc_net.h"
-#include "mqc_random.h"
 #include "responder_core.h"
 
 enum { SLOT_INLINE = 480, TOPIC_MAX = 1024, EV_SOCKET = 1, EV_TIMER, EV_SIGNAL };
@@ -68,7 +67,7 @@ static void publish_one(struct responder *r, const char *topic, const void *corr
 		return;
 	}
 	int rc = mosquitto_publish_v5(
-	    r->m, NULL, topic, payload_len, payload, r->o.qos, r->o.retain, props);
+	    r->m, NULL, topic, payload_len, payload, r->o.net.qos, r->o.retain, props);
 	mosquitto_property_free_all(&props);
 	if (rc == MOSQ_ERR_SUCCESS)
 		r->st.replies++;
@@ -161,14 +160,16 @@ static void on_connect(
 	struct responder *r = obj;
 	if (rc != 0) {
 		fprintf(stderr, "responder: broker refused CONNECT: %s\n",
-		    r->o.protocol == 5 ? mosquitto_reason_string(rc) : mosquitto_connack_string(rc));
+		    r->o.net.conn.protocol == 5 ? mosquitto_reason_string(rc)
+		                                : mosquitto_connack_string(rc));
 		r->exit_code = 1;
 		r->stopping = true;
 		return;
 	}
 	r->connected = true;
-	int options = r->o.protocol == 5 ? MQTT_SUB_OPT_NO_LOCAL : 0;
-	if (mosquitto_subscribe_v5(m, NULL, r->o.filter, r->o.qos, options, NULL) != MOSQ_ERR_SUCCESS) {
+	int options = r->o.net.conn.protocol == 5 ? MQTT_SUB_OPT_NO_LOCAL : 0;
+	if (mosquitto_subscribe_v5(m, NULL, r->o.filter, r->o.net.qos, options, NULL)
+	    != MOSQ_ERR_SUCCESS) {
 		fprintf(stderr, "responder: cannot subscribe to '%s'\n", r->o.filter);
 		r->exit_code = 1;
 		r->stopping = true;
@@ -222,7 +223,7 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 	uint16_t corr_len = 0;
 	char legacy[TOPIC_MAX];
 	const char *topic;
-	if (r->o.protocol == 5
+	if (r->o.net.conn.protocol == 5
 	    && mosquitto_property_read_string(props, MQTT_PROP_RESPONSE_TOPIC, &response_topic, false)
 	    && response_topic) {
 		mosquitto_property_read_binary(props, MQTT_PROP_CORRELATION_DATA, &corr, &corr_len, false);
@@ -236,7 +237,7 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 		return;
 	}
 	bool matches;
-	if (!response_topic && r->o.protocol != 5
+	if (!response_topic && r->o.net.conn.protocol != 5
 	    && mosquitto_topic_matches_sub(r->o.filter, topic, &matches) == MOSQ_ERR_SUCCESS
 	    && matches) {
 		r->st.loops_refused++; /* 3.1.1 has no no-local: our reply would come back as a request */
@@ -264,42 +265,39 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 
 /* --- event loop --------------------------------------------------------------------------- */
 
+static bool connecting(const void *arg)
+{
+	const struct responder *r = arg;
+	return !r->connected && !r->stopping;
+}
+
+static bool connack_in(const void *arg)
+{
+	return !connecting(arg);
+}
+
+/* Connected and subscribing (on_connect subscribes) within 30 s, or a message saying why not. */
 static int setup_client(struct responder *r)
 {
-	char id[64];
-	if (!r->o.client_id) { /* 64 random bits: nobody takes it over by guessing it */
-		if (mqc_random_id(id, sizeof id, "responder-") != 0) {
-			perror("responder: no random bytes for a client id");
-			return -1;
-		}
-		r->o.client_id = id;
-	}
-	r->m = mosquitto_new(r->o.client_id, true, r);
+	char err[256];
+	r->m = mqc_client_new(&r->o.net.conn, r, NULL, err, sizeof err);
 	if (!r->m) {
-		fprintf(stderr, "responder: mosquitto_new failed\n");
+		fprintf(stderr, "responder: %s\n", err);
 		return -1;
 	}
-	mosquitto_int_option(r->m, MOSQ_OPT_PROTOCOL_VERSION,
-	    r->o.protocol == 5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311);
-	mosquitto_int_option(r->m, MOSQ_OPT_TCP_NODELAY, 1);
 	mosquitto_connect_v5_callback_set(r->m, on_connect);
 	mosquitto_subscribe_v5_callback_set(r->m, on_subscribe);
 	mosquitto_disconnect_v5_callback_set(r->m, on_disconnect);
 	mosquitto_message_v5_callback_set(r->m, on_message);
-	if (r->o.username)
-		mosquitto_username_pw_set(r->m, r->o.username, r->o.password);
-	if (r->o.url.tls) {
-		int rc = mosquitto_tls_set(r->m, r->o.cafile, NULL, r->o.cert, r->o.key, NULL);
-		if (rc != MOSQ_ERR_SUCCESS) {
-			fprintf(stderr, "responder: TLS setup failed (%s): check --cafile/--cert/--key\n",
-			    mosquitto_strerror(rc));
-			return -1;
-		}
+	if (mqc_client_connect(r->m, &r->o.net.conn, err, sizeof err) != 0) {
+		fprintf(stderr, "responder: cannot connect: %s\n", err);
+		return -1;
 	}
-	int rc = mosquitto_connect(r->m, r->o.url.host, r->o.url.port, 30);
-	if (rc != MOSQ_ERR_SUCCESS) {
-		fprintf(stderr, "responder: cannot connect to %s: %s\n", r->o.broker,
-		    rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
+	int rc = mqc_client_wait(r->m, connack_in, connecting, r, mqc_now_ns() + 30 * MQC_NS_PER_S);
+	if (!r->connected) {
+		if (!r->stopping) /* on_connect said why when the broker refused */
+			fprintf(stderr, "responder: cannot connect to %s: %s\n", r->o.net.broker,
+			    rc == MOSQ_ERR_TIMEOUT ? "no CONNACK within 30 s" : mqc_client_strerror(rc));
 		return -1;
 	}
 	return 0;
@@ -329,7 +327,7 @@ static int run(struct responder *r, int sfd)
 	bool want_out = false;
 	uint64_t next_misc = mqc_now_ns() + MQC_NS_PER_S;
 	while (!r->stopping) {
-		bool need_out = mosquitto_want_write(r->m);
+		bool need_out = mqc_client_want_write(r->m, false);
 		if (need_out != want_out) {
 			ev = (struct epoll_event) { .events = EPOLLIN | (need_out ? EPOLLOUT : 0u),
 				.data.u32 = EV_SOCKET };
@@ -355,15 +353,8 @@ static int run(struct responder *r, int sfd)
 		for (int i = 0; i < n && !r->stopping; i++) {
 			switch (events[i].data.u32) {
 				case EV_SOCKET:
-					if (events[i].events & EPOLLOUT) {
-						mosquitto_loop_write(r->m, 1);
-						if (!r->connected) /* TLS handshake may need a read after a write */
-							mosquitto_loop_read(r->m, 1);
-					}
-					if (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
-						mosquitto_loop_read(r->m, 1);
-						mqc_tcp_quickack(mosquitto_socket(r->m)); /* mqc_net.h */
-					}
+					mqc_client_io(r->m, (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0,
+					    (events[i].events & EPOLLOUT) != 0, false);
 					break;
 				case EV_TIMER: {
 					uint64_t expirations;
@@ -372,7 +363,7 @@ static int run(struct responder *r, int sfd)
 					uint64_t now = mqc_now_ns();
 					fire_due(r, now);
 					if (now >= next_misc) {
-						mosquitto_loop_misc(r->m);
+						mqc_client_misc(r->m);
 						next_misc = now + MQC_NS_PER_S;
 					}
 					break;
@@ -393,13 +384,6 @@ static int run(struct responder *r, int sfd)
 			r->exit_code = 1;
 			r->stopping = true;
 		}
-	}
-	if (r->connected) {
-		mosquitto_disconnect(r->m);
-		uint64_t deadline = mqc_now_ns() + MQC_NS_PER_S;
-		while (mosquitto_want_write(r->m) && mqc_now_ns() < deadline
-		    && mosquitto_loop_write(r->m, 1) == MOSQ_ERR_SUCCESS)
-			;
 	}
 	close(tfd);
 	close(ep);
@@ -449,7 +433,7 @@ int main(int argc, char **argv)
 	    r.st.retained_ignored, r.st.loops_refused, r.st.overflow, r.st.pending_discarded,
 	    r.st.publish_errors);
 	fflush(stdout);
-	mosquitto_destroy(r.m);
+	mqc_client_close(r.m, 1000); /* DISCONNECT when still connected */
 	mosquitto_lib_cleanup();
 	free(r.slots);
 	mqc_heap_free(&r.heap);

@@ -14,20 +14,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mqc_url.h"
+#include "mqc_cli.h"
 
 #define RSP_DEFAULT_FILTER   "devices/+/commands/#"
 #define RSP_DEFAULT_TEMPLATE "{topic}/reply"
 
 struct rsp_options {
-	struct mqc_url url;
-	const char *broker; /* as given */
-	const char *cafile, *cert, *key;
-	const char *username, *password;
-	const char *client_id;      /* NULL: responder-<pid> */
+	struct mqc_cli_conn net;    /* broker, TLS, credentials, client id, QoS (subscribe and
+	                               reply), protocol: the shared options (mqc_cli.h) */
 	const char *filter;         /* command filter */
-	int qos;                    /* subscribe and reply QoS */
-	int protocol;               /* 5 or 4 (3.1.1) */
 	const char *reply_template; /* legacy reply topic: {topic}, {1}..{9} = topic levels */
 	const char *reply_topic;    /* fixed legacy reply topic (overrides the template) */
 	const char *reply_payload;  /* NULL: echo the request's payload */
@@ -43,8 +38,8 @@ struct rsp_options {
 };
 
 /**
- * Parse the command line into *o (defaults first). Returns 0 to run, 1 when --help was printed,
- * -1 with a message naming the bad option in err.
+ * Parse the command line into *o (defaults first). Returns 0 to run, 1 when --help or
+ * --version was printed, -1 with a message naming the bad option in err.
  */
 int rsp_parse_args(int argc, char **argv, struct rsp_options *o, char *err, size_t errlen);
 

@@ -9,7 +9,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,44 +16,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "mqc_cli.h"
 #include "mqc_strutil.h"
 #include "tb_broker.h"
 
 #define PROG "test-broker/run"
-
-static void usage(FILE *out)
-{
-	fprintf(out,
-	    "Usage: " PROG " [OPTIONS]\n"
-	    "Start a real mosquitto on free loopback ports with a generated configuration (plain,\n"
-	    "TLS and mutual-TLS listeners, a password file, an ACL file, the mqtt_probe plugin when\n"
-	    "it has been built). Once the broker answers an MQTT CONNECT, print KEY=value lines\n"
-	    "(MQTT_URL, MQTTS_URL, MQTTS_MTLS_URL, CA_FILE, CLIENT_CERT, CLIENT_KEY, MQTT_USERNAME,\n"
-	    "MQTT_PASSWORD, BROKER_PID, BROKER_LOG, METRICS_URL, ...) and stay in the foreground\n"
-	    "until interrupted. On exit the broker is stopped and its directory removed.\n"
-	    "\n"
-	    "  --port N             plain listener port (default: a free port)\n"
-	    "  --tls-port N         TLS listener port (default: a free port)\n"
-	    "  --mtls-port N        mutual-TLS listener port (default: a free port)\n"
-	    "  --no-tls             no TLS listeners, no certificates\n"
-	    "  --no-probe           do not load the probe plugin\n"
-	    "  --plugin PATH        load this plugin instead of the built probe\n"
-	    "  --plugin-opt K=V     add `plugin_opt_K V` (repeatable)\n"
-	    "  --conf-line LINE     append a line to mosquitto.conf (repeatable)\n"
-	    "  --allow-anonymous    let clients connect without a username\n"
-	    "  --mosquitto PATH     broker binary (default: $TB_MOSQUITTO, $PATH, /usr/sbin)\n"
-	    "  --dir DIR            create the temporary directory in DIR (default: $TMPDIR, /tmp)\n"
-	    "  --timeout SECONDS    how long to wait for the broker to answer (default 10)\n"
-	    "  --daemon             print the lines, then detach; stop with kill $RUN_PID\n"
-	    "  --export             print `export KEY=value`, so that after\n"
-	    "                       eval \"$(" PROG " --daemon --export)\" programs started from\n"
-	    "                       the shell see the variables too\n"
-	    "  -h, --help           this text\n"
-	    "  --version            the version\n"
-	    "\n"
-	    "Exit status: 0 after a clean stop, 1 if the broker could not start or died, 2 on bad\n"
-	    "options.\n");
-}
 
 static bool export_lines; /* --export */
 
@@ -144,137 +110,138 @@ static int add_item(const char ***list, size_t *n, const char *item)
 	return 0;
 }
 
-static int parse_port(const char *opt, const char *text, int *out)
+enum {
+	O_PORT = MQC_CLI_LONG,
+	O_TLS_PORT,
+	O_MTLS_PORT,
+	O_NO_TLS,
+	O_NO_PROBE,
+	O_PLUGIN,
+	O_PLUGIN_OPT,
+	O_CONF_LINE,
+	O_ANON,
+	O_MOSQUITTO,
+	O_DIR,
+	O_TIMEOUT,
+	O_DAEMON,
+	O_EXPORT,
+};
+
+static const struct mqc_cli_opt options[] = {
+	{ "port", O_PORT, "N", "plain listener port (default: a free port)", 0 },
+	{ "tls-port", O_TLS_PORT, "N", "TLS listener port (default: a free port)", 0 },
+	{ "mtls-port", O_MTLS_PORT, "N", "mutual-TLS listener port (default: a free port)", 0 },
+	{ "no-tls", O_NO_TLS, NULL, "no TLS listeners, no certificates", 0 },
+	{ "no-probe", O_NO_PROBE, NULL, "do not load the probe plugin", 0 },
+	{ "plugin", O_PLUGIN, "PATH", "load this plugin instead of the built probe", 0 },
+	{ "plugin-opt", O_PLUGIN_OPT, "K=V", "add `plugin_opt_K V` (repeatable)", 0 },
+	{ "conf-line", O_CONF_LINE, "LINE", "append a line to mosquitto.conf (repeatable)", 0 },
+	{ "allow-anonymous", O_ANON, NULL, "let clients connect without a username", 0 },
+	{ "mosquitto", O_MOSQUITTO, "PATH", "broker binary (default: $TB_MOSQUITTO, $PATH, /usr/sbin)",
+	    0 },
+	{ "dir", O_DIR, "DIR", "create the temporary directory in DIR (default: $TMPDIR, /tmp)", 0 },
+	{ "timeout", O_TIMEOUT, "SECONDS", "how long to wait for the broker to answer (default 10)",
+	    0 },
+	{ "daemon", O_DAEMON, NULL, "print the lines, then detach; stop with kill $RUN_PID", 0 },
+	{ "export", O_EXPORT, NULL,
+	    "print `export KEY=value`, so that after\neval \"$(" PROG " --daemon --export)\" "
+	    "programs\nstarted from the shell see the variables too",
+	    0 },
+	MQC_CLI_END,
+};
+
+/* What the command line sets; main owns and frees the two lists. */
+struct settings {
+	struct tb_options opt;
+	const char ***plugin_opts, ***conf_lines;
+	size_t nplugin_opts, nconf_lines;
+	bool daemon_mode;
+};
+
+static int parse_port(const struct mqc_cli *cli, const char *name, const char *text, int *out)
 {
 	uint64_t v;
-	if (mqc_parse_u64(text, 1, 65535, &v) != 0) {
-		fprintf(stderr, PROG ": %s expects a port number 1-65535, got '%s'\n", opt, text);
-		return -1;
-	}
+	if (mqc_parse_u64(text, 1, 65535, &v) != 0)
+		return mqc_cli_bad(cli, name, text, "a port number 1-65535");
 	*out = (int)v;
 	return 0;
+}
+
+static int on_option(const struct mqc_cli *cli, int key, const char *name, const char *value)
+{
+	struct settings *st = cli->ctx;
+	switch (key) {
+		case O_PORT:
+			return parse_port(cli, name, value, &st->opt.port);
+		case O_TLS_PORT:
+			return parse_port(cli, name, value, &st->opt.tls_port);
+		case O_MTLS_PORT:
+			return parse_port(cli, name, value, &st->opt.mtls_port);
+		case O_NO_TLS:
+			st->opt.no_tls = true;
+			return 0;
+		case O_NO_PROBE:
+			st->opt.no_probe = true;
+			return 0;
+		case O_PLUGIN:
+			st->opt.plugin = value;
+			return 0;
+		case O_PLUGIN_OPT:
+			if (!strchr(value, '='))
+				return mqc_cli_bad(cli, name, value, "KEY=VALUE");
+			return add_item(st->plugin_opts, &st->nplugin_opts, value);
+		case O_CONF_LINE:
+			return add_item(st->conf_lines, &st->nconf_lines, value);
+		case O_ANON:
+			st->opt.allow_anonymous = true;
+			return 0;
+		case O_MOSQUITTO:
+			st->opt.mosquitto = value;
+			return 0;
+		case O_DIR:
+			st->opt.parent_dir = value;
+			return 0;
+		case O_TIMEOUT:
+			if (mqc_parse_double(value, 0.1, 3600, &st->opt.start_timeout_s) != 0)
+				return mqc_cli_bad(cli, name, value, "seconds (0.1-3600)");
+			return 0;
+		case O_DAEMON:
+			st->daemon_mode = true;
+			return 0;
+		case O_EXPORT:
+			export_lines = true;
+			return 0;
+		default:
+			return -1;
+	}
 }
 
 /* Everything but the --plugin-opt and --conf-line lists, which main owns and frees. */
 static int run(int argc, char **argv, const char ***plugin_opts, const char ***conf_lines)
 {
-	enum {
-		O_PORT = 256,
-		O_TLS_PORT,
-		O_MTLS_PORT,
-		O_NO_TLS,
-		O_NO_PROBE,
-		O_PLUGIN,
-		O_PLUGIN_OPT,
-		O_CONF_LINE,
-		O_ANON,
-		O_MOSQUITTO,
-		O_DIR,
-		O_TIMEOUT,
-		O_DAEMON,
-		O_EXPORT
+	struct settings st = { .plugin_opts = plugin_opts, .conf_lines = conf_lines };
+	const struct mqc_cli cli = {
+		.prog = PROG,
+		.synopsis = "[OPTIONS]",
+		.about = "Start a real mosquitto on free loopback ports with a generated configuration "
+		         "(plain,\nTLS and mutual-TLS listeners, a password file, an ACL file, the "
+		         "mqtt_probe plugin when\nit has been built). Once the broker answers an MQTT "
+		         "CONNECT, print KEY=value lines\n(MQTT_URL, MQTTS_URL, MQTTS_MTLS_URL, CA_FILE, "
+		         "CLIENT_CERT, CLIENT_KEY, MQTT_USERNAME,\nMQTT_PASSWORD, BROKER_PID, BROKER_LOG, "
+		         "METRICS_URL, ...) and stay in the foreground\nuntil interrupted. On exit the "
+		         "broker is stopped and its directory removed.",
+		.epilog = "Exit status: 0 after a clean stop, 1 if the broker could not start or died, "
+		          "2 on bad\noptions.",
+		.version = PROG " " MQTTPOOL_VERSION " (mqtt-pool)",
+		.opts = options,
+		.on_option = on_option,
+		.ctx = &st,
 	};
-	static const struct option longopts[] = {
-		{ "port", required_argument, NULL, O_PORT },
-		{ "tls-port", required_argument, NULL, O_TLS_PORT },
-		{ "mtls-port", required_argument, NULL, O_MTLS_PORT },
-		{ "no-tls", no_argument, NULL, O_NO_TLS },
-		{ "no-probe", no_argument, NULL, O_NO_PROBE },
-		{ "plugin", required_argument, NULL, O_PLUGIN },
-		{ "plugin-opt", required_argument, NULL, O_PLUGIN_OPT },
-		{ "conf-line", required_argument, NULL, O_CONF_LINE },
-		{ "allow-anonymous", no_argument, NULL, O_ANON },
-		{ "mosquitto", required_argument, NULL, O_MOSQUITTO },
-		{ "dir", required_argument, NULL, O_DIR },
-		{ "timeout", required_argument, NULL, O_TIMEOUT },
-		{ "daemon", no_argument, NULL, O_DAEMON },
-		{ "export", no_argument, NULL, O_EXPORT },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct tb_options opt = { 0 };
-	size_t nplugin_opts = 0, nconf_lines = 0;
-	bool daemon_mode = false;
-
-	opterr = 0;
-	int c;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-		switch (c) {
-			case O_PORT:
-				if (parse_port("--port", optarg, &opt.port) != 0)
-					return 2;
-				break;
-			case O_TLS_PORT:
-				if (parse_port("--tls-port", optarg, &opt.tls_port) != 0)
-					return 2;
-				break;
-			case O_MTLS_PORT:
-				if (parse_port("--mtls-port", optarg, &opt.mtls_port) != 0)
-					return 2;
-				break;
-			case O_NO_TLS:
-				opt.no_tls = true;
-				break;
-			case O_NO_PROBE:
-				opt.no_probe = true;
-				break;
-			case O_PLUGIN:
-				opt.plugin = optarg;
-				break;
-			case O_PLUGIN_OPT:
-				if (!strchr(optarg, '=')) {
-					fprintf(stderr, PROG ": --plugin-opt expects KEY=VALUE, got '%s'\n", optarg);
-					return 2;
-				}
-				if (add_item(plugin_opts, &nplugin_opts, optarg) != 0)
-					return 1;
-				break;
-			case O_CONF_LINE:
-				if (add_item(conf_lines, &nconf_lines, optarg) != 0)
-					return 1;
-				break;
-			case O_ANON:
-				opt.allow_anonymous = true;
-				break;
-			case O_MOSQUITTO:
-				opt.mosquitto = optarg;
-				break;
-			case O_DIR:
-				opt.parent_dir = optarg;
-				break;
-			case O_TIMEOUT:
-				if (mqc_parse_double(optarg, 0.1, 3600, &opt.start_timeout_s) != 0) {
-					fprintf(
-					    stderr, PROG ": --timeout expects seconds (0.1-3600), got '%s'\n", optarg);
-					return 2;
-				}
-				break;
-			case O_DAEMON:
-				daemon_mode = true;
-				break;
-			case O_EXPORT:
-				export_lines = true;
-				break;
-			case 'h':
-				usage(stdout);
-				return 0;
-			case 'V':
-				printf(PROG " %s (mqtt-pool)\n", MQTTPOOL_VERSION);
-				return 0;
-			case ':':
-				fprintf(
-				    stderr, PROG ": option '%s' needs a value (see --help)\n", argv[optind - 1]);
-				return 2;
-			default:
-				fprintf(stderr, PROG ": unknown option '%s' (see --help)\n", argv[optind - 1]);
-				return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n", argv[optind]);
-		return 2;
-	}
+	int parsed = mqc_cli_parse(&cli, argc, argv);
+	if (parsed != 0)
+		return parsed == 1 ? 0 : 2;
+	struct tb_options opt = st.opt;
+	bool daemon_mode = st.daemon_mode;
 	opt.plugin_opts = *plugin_opts;
 	opt.conf_lines = *conf_lines;
 

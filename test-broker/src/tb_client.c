@@ -8,14 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mqc_client.h"
 #include "mqc_clock.h"
 #include "mqc_url.h"
 
 struct tb_client {
 	struct mosquitto *m;
 	int timeout_ms;
-	int connack; /* -1 until CONNACK */
-	bool connected;
+	int connack;    /* -1 until CONNACK */
 	int last_mid;   /* mid of the operation we wait for */
 	int acked_mid;  /* last acknowledged mid */
 	int ack_result; /* its granted QoS / reason code */
@@ -37,15 +37,6 @@ static void on_connect(
 	(void)props;
 	struct tb_client *c = obj;
 	c->connack = rc;
-	c->connected = rc == 0;
-}
-
-static void on_disconnect(struct mosquitto *m, void *obj, int rc, const mosquitto_property *props)
-{
-	(void)m;
-	(void)rc;
-	(void)props;
-	((struct tb_client *)obj)->connected = false;
 }
 
 static void on_subscribe(struct mosquitto *m, void *obj, int mid, int count, const int *granted,
@@ -101,45 +92,49 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 	c->tail = &copy->next;
 }
 
-/* Run the loop until done(c) or the deadline. Returns true when done. */
-static bool run_until(struct tb_client *c, bool (*done)(const struct tb_client *), int timeout_ms)
+/* Run the loop until done(c) or timeout_ms. Returns true when done. */
+static bool run_until(struct tb_client *c, bool (*done)(const void *), int timeout_ms)
 {
 	uint64_t deadline = mqc_now_ns() + (uint64_t)timeout_ms * MQC_NS_PER_MS;
-	while (!done(c)) {
-		uint64_t now = mqc_now_ns();
-		if (now >= deadline)
-			return false;
-		int wait = (int)((deadline - now) / MQC_NS_PER_MS);
-		int rc = mosquitto_loop(c->m, wait < 10 ? (wait < 1 ? 1 : wait) : 10, 1);
-		if (rc != MOSQ_ERR_SUCCESS) {
-			c->connected = false;
-			return done(c);
-		}
-	}
-	return true;
+	return mqc_client_wait(c->m, done, NULL, c, deadline) == MOSQ_ERR_SUCCESS;
 }
 
-static bool got_connack(const struct tb_client *c)
+static bool got_connack(const void *arg)
 {
-	return c->connack >= 0;
+	return ((const struct tb_client *)arg)->connack >= 0;
 }
 
-static bool got_ack(const struct tb_client *c)
+static bool connecting(const void *arg)
 {
+	return !got_connack(arg);
+}
+
+static bool got_ack(const void *arg)
+{
+	const struct tb_client *c = arg;
 	return c->acked_mid == c->last_mid;
 }
 
-static bool got_message(const struct tb_client *c)
+static bool got_message(const void *arg)
 {
-	return c->head != NULL;
+	return ((const struct tb_client *)arg)->head != NULL;
 }
 
 int tb_client_connect(const struct tb_client_options *o, struct tb_client **out, int *reason,
     char *err, size_t errlen)
 {
-	struct mqc_url url;
+	struct mqc_conn_opts co = {
+		.cafile = o->cafile,
+		.cert = o->cert,
+		.key = o->key,
+		.username = o->username,
+		.password = o->password,
+		.client_id = o->client_id,
+		.id_prefix = "tb",
+		.protocol = o->protocol == 4 ? 4 : 5,
+	};
 	*reason = -1;
-	if (mqc_url_parse(o->url, &url, err, errlen) != 0)
+	if (mqc_url_parse(o->url, &co.url, err, errlen) != 0)
 		return -1;
 	pthread_once(&once, lib_init);
 	struct tb_client *c = calloc(1, sizeof *c);
@@ -151,35 +146,22 @@ int tb_client_connect(const struct tb_client_options *o, struct tb_client **out,
 	c->connack = -1;
 	c->acked_mid = -1;
 	c->tail = &c->head;
-	c->m = mosquitto_new(o->client_id, true, c);
+	c->m = mqc_client_new(&co, c, NULL, err, errlen);
 	if (!c->m) {
 		free(c);
-		snprintf(err, errlen, "mosquitto_new failed");
 		return -1;
 	}
-	int protocol = o->protocol == 4 ? MQTT_PROTOCOL_V311 : MQTT_PROTOCOL_V5;
-	mosquitto_int_option(c->m, MOSQ_OPT_PROTOCOL_VERSION, protocol);
-	mosquitto_int_option(c->m, MOSQ_OPT_TCP_NODELAY, 1);
 	mosquitto_connect_v5_callback_set(c->m, on_connect);
-	mosquitto_disconnect_v5_callback_set(c->m, on_disconnect);
 	mosquitto_subscribe_v5_callback_set(c->m, on_subscribe);
 	mosquitto_unsubscribe_v5_callback_set(c->m, on_unsubscribe);
 	mosquitto_publish_v5_callback_set(c->m, on_publish);
 	mosquitto_message_v5_callback_set(c->m, on_message);
-	if (o->username)
-		mosquitto_username_pw_set(c->m, o->username, o->password);
-	int rc = MOSQ_ERR_SUCCESS;
-	if (url.tls)
-		rc = mosquitto_tls_set(c->m, o->cafile, NULL, o->cert, o->key, NULL);
-	if (rc == MOSQ_ERR_SUCCESS)
-		rc = mosquitto_connect(c->m, url.host, url.port, 30);
-	if (rc != MOSQ_ERR_SUCCESS) {
-		snprintf(err, errlen, "connect to %s failed: %s", o->url,
-		    rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
+	if (mqc_client_connect(c->m, &co, err, errlen) != 0) {
 		tb_client_destroy(c);
 		return -1;
 	}
-	if (!run_until(c, got_connack, c->timeout_ms)) {
+	uint64_t deadline = mqc_now_ns() + (uint64_t)c->timeout_ms * MQC_NS_PER_MS;
+	if (mqc_client_wait(c->m, got_connack, connecting, c, deadline) != MOSQ_ERR_SUCCESS) {
 		snprintf(err, errlen, "no CONNACK from %s (TLS or network failure, or timeout)", o->url);
 		tb_client_destroy(c);
 		return -1;
@@ -187,8 +169,8 @@ int tb_client_connect(const struct tb_client_options *o, struct tb_client **out,
 	if (c->connack != 0) {
 		*reason = c->connack;
 		snprintf(err, errlen, "CONNECT refused: %s",
-		    protocol == MQTT_PROTOCOL_V5 ? mosquitto_reason_string(c->connack)
-		                                 : mosquitto_connack_string(c->connack));
+		    co.protocol == 5 ? mosquitto_reason_string(c->connack)
+		                     : mosquitto_connack_string(c->connack));
 		tb_client_destroy(c);
 		return -1;
 	}
@@ -243,15 +225,11 @@ void tb_client_destroy(struct tb_client *c)
 {
 	if (!c)
 		return;
-	if (c->connected) {
-		mosquitto_disconnect(c->m);
-		mosquitto_loop(c->m, 10, 1);
-	}
 	while (c->head) {
 		struct tb_message *next = c->head->next;
 		tb_message_free(c->head);
 		c->head = next;
 	}
-	mosquitto_destroy(c->m);
+	mqc_client_close(c->m, 100); /* DISCONNECT when still connected */
 	free(c);
 }

@@ -34,8 +34,8 @@ expect() {
 # --- bad input: a message that names the problem, a non-zero exit, nothing left behind -------
 expect 2 "unknown option '--bogus'" -- "$RUN" --bogus
 expect 2 "option '--port' needs a value" -- "$RUN" --port
-expect 2 "--port expects a port number" -- "$RUN" --port 70000
-expect 2 "--plugin-opt expects KEY=VALUE" -- "$RUN" --plugin-opt novalue
+expect 2 "--port: expected a port number" -- "$RUN" --port 70000
+expect 2 "--plugin-opt: expected KEY=VALUE" -- "$RUN" --plugin-opt novalue
 expect 1 "mosquitto not found at '/nonexistent/mosquitto'" -- "$RUN" --mosquitto /nonexistent/mosquitto --dir "$tmp"
 expect 1 "cannot create a directory in /proc/self/fdinfo" -- "$RUN" --dir /proc/self/fdinfo
 expect 1 "plugin '/nonexistent.so' not readable" -- "$RUN" --plugin /nonexistent.so --dir "$tmp"

@@ -30,8 +30,8 @@ static void parses_defaults_and_values(void **state)
 	char err[256];
 	assert_int_equal(parse(&o, err, sizeof err, "--broker", "mqtt://127.0.0.1:1884", NULL), 0);
 	assert_string_equal(o.filter, RSP_DEFAULT_FILTER);
-	assert_int_equal(o.protocol, 5);
-	assert_int_equal(o.url.port, 1884);
+	assert_int_equal(o.net.conn.protocol, 5);
+	assert_int_equal(o.net.conn.url.port, 1884);
 	assert_int_equal(
 	    parse(&o, err, sizeof err, "--broker", "mqtt://h:1", "--delay", "5ms", "--jitter", "2",
 	        "--drop", "0.25", "--protocol", "3.1.1", "--qos", "1", NULL),
@@ -39,8 +39,8 @@ static void parses_defaults_and_values(void **state)
 	assert_int_equal(o.delay_ns, 5 * MQC_NS_PER_MS);
 	assert_int_equal(o.jitter_ns, 2 * MQC_NS_PER_MS);
 	assert_true(o.drop == 0.25);
-	assert_int_equal(o.protocol, 4);
-	assert_int_equal(o.qos, 1);
+	assert_int_equal(o.net.conn.protocol, 4);
+	assert_int_equal(o.net.qos, 1);
 }
 
 static void rejects_bad_options_by_name(void **state)
@@ -52,7 +52,8 @@ static void rejects_bad_options_by_name(void **state)
 		{ "--drop", "1.5", "--drop" },
 		{ "--qos", "3", "--qos" },
 		{ "--delay", "5 parsecs", "--delay" },
-		{ "--protocol", "4", "--protocol" },
+		{ "--protocol", "6", "--protocol" },
+		{ "--qos", NULL, "needs a value" },
 		{ "--reply-template", "{topic", "--reply-template" },
 		{ "--reply-template", "{nope}", "--reply-template" },
 		{ "--bogus", "x", "unknown option '--bogus'" },
@@ -71,8 +72,12 @@ static void rejects_bad_options_by_name(void **state)
 	char err[256];
 	assert_int_equal(parse(&o, err, sizeof err, NULL), -1);
 	assert_non_null(strstr(err, "--broker"));
-	assert_int_equal(parse(&o, err, sizeof err, "--broker", "mqtts://h:1", NULL), -1);
-	assert_non_null(strstr(err, "--cafile"));
+	/* mqtts:// without --cafile: the system's trust store. */
+	assert_int_equal(parse(&o, err, sizeof err, "--broker", "mqtts://h:1", NULL), 0);
+	assert_true(o.net.conn.url.tls);
+	assert_null(o.net.conn.cafile);
+	assert_int_equal(parse(&o, err, sizeof err, "--broker", "mqtt://h:1", "--cert", "c", NULL), -1);
+	assert_non_null(strstr(err, "--key"));
 }
 
 static void expands_templates(void **state)

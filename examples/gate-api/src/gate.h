@@ -89,22 +89,16 @@ char *gate_metrics_text(const struct gate_counters *c, mqp_pool *pool);
 
 /* --- naive.c ------------------------------------------------------------------------------- */
 
-/* What a connect-per-request handler needs to reach the broker. */
-struct gate_naive_config {
-	const char *host;
-	int port;
-	bool tls;
-	const char *username, *password, *cafile, *certfile, *keyfile;
-};
+struct mqc_conn_opts; /* mqc_client.h */
 
 /**
- * One request the way a handler without a pool does it: connect, subscribe to a reply topic,
- * publish the command (MQTT v5 Response Topic and Correlation Data), wait for the reply,
- * disconnect. Every step shares the deadline.
+ * One request the way a handler without a pool does it (mqc_request_once: connect, subscribe to
+ * an inbox under gate/inbox, publish the command with a v5 Response Topic and Correlation Data,
+ * wait for the reply, disconnect), every step within timeout_ms. conn's client ids start "gate".
  * @return MQP_OK with *reply filled, MQP_ETIMEDOUT, MQP_ECONNECT (err says why),
  *         MQP_ECONNLOST, MQP_EDENIED, MQP_ENOMEM.
  */
-int gate_naive_request(const struct gate_naive_config *cfg, const char *topic, const void *payload,
+int gate_naive_request(const struct mqc_conn_opts *conn, const char *topic, const void *payload,
     size_t len, int qos, unsigned timeout_ms, struct mqp_reply *reply, char *err, size_t err_len);
 
 #endif

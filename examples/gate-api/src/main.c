@@ -9,7 +9,6 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
-#include <getopt.h>
 #include <microhttpd.h>
 #include <mosquitto.h>
 #include <netinet/in.h>
@@ -23,14 +22,14 @@
 #include <unistd.h>
 
 #include "gate.h"
+#include "mqc_cli.h"
 #include "mqc_clock.h"
 #include "mqc_mhd.h"
 #include "mqc_strutil.h"
-#include "mqc_url.h"
 
 struct gate {
 	mqp_pool *pool;
-	struct gate_naive_config naive;
+	struct mqc_conn_opts naive; /* the /naive route's connections */
 	const char *topic_prefix;
 	unsigned timeout_ms;
 	int qos;
@@ -258,52 +257,126 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *conn, char *s)
 	return strlen(s);
 }
 
-static void usage(FILE *out)
-{
-	fprintf(out,
-	    "usage: gate-api --broker URL [options]\n"
-	    "\n"
-	    "HTTP gateway: POST /devices/{id}/commands/{name} publishes the body (empty or JSON) to\n"
-	    "PREFIX/{id}/commands/{name} as an MQTT v5 request and answers with the device's reply.\n"
-	    "  POST /devices/{id}/commands/{name}        through libmqttpool (warm connections)\n"
-	    "  POST /naive/devices/{id}/commands/{name}  a new MQTT connection per request\n"
-	    "  GET /healthz, GET /metrics (Prometheus: responses, latency, the pool's statistics)\n"
-	    "Statuses: 200 reply, 400 bad id/name/body, 403 the broker refused the command, 404,\n"
-	    "405, 413 body too large, 502 broker unreachable, 503 pool exhausted or shutting down,\n"
-	    "504 device timeout.\n"
-	    "\n"
-	    "  --broker URL          mqtt://host:port or mqtts://host:port (required)\n"
-	    "  --listen ADDR:PORT    IPv4 address and port to serve on (default 127.0.0.1:8080;\n"
-	    "                        port 0 picks a free one); prints GATE_API_READY url=... when "
-	    "ready\n"
-	    "  --username U, --password P   broker credentials (or MQTT_USERNAME, MQTT_PASSWORD)\n"
-	    "  --cafile F, --cert F, --key F   TLS: CA (required for mqtts), client certificate\n"
-	    "  --topic-prefix P      default devices\n"
-	    "  --timeout D           how long to wait for a device (default 5s; 250ms, 2s, ...)\n"
-	    "  --qos N               QoS of the command (default 1)\n"
-	    "  --pool-max N          pool connections at most (default 10)\n"
-	    "  --pool-min N          pool connections kept warm (default 2)\n"
-	    "  --max-body BYTES      a larger declared body gets 413 before it is read; a chunked\n"
-	    "                        body is cut off (connection closed) once it passes it\n"
-	    "                        (default 16384)\n"
-	    "  --max-reply BYTES     a larger device reply is dropped: 502 reply_too_large\n"
-	    "                        (default 1M)\n"
-	    "  --request-deadline D  headers and body must be in within D of the request's start\n"
-	    "                        (or of the last response on a kept-alive connection), however\n"
-	    "                        slowly they trickle; then the connection is closed (default 10s)\n"
-	    "  --max-per-address N   HTTP connections from one client address (default 64)\n"
-	    "  --max-pending N       commands in flight before 503 pool_exhausted (default 256)\n"
-	    "  --threads N           HTTP connections served at once (default 512)\n"
-	    "  --drain D             on SIGINT/SIGTERM: stop accepting, finish commands in\n"
-	    "                        flight for at most D (default 10s), then exit 0\n"
-	    "  -h, --help\n"
-	    "  --version\n");
-}
+enum {
+	O_LISTEN = 'l',
+	O_TOPIC_PREFIX = MQC_CLI_LONG,
+	O_TIMEOUT,
+	O_POOL_MAX,
+	O_POOL_MIN,
+	O_MAX_BODY,
+	O_MAX_REPLY,
+	O_REQUEST_DEADLINE,
+	O_MAX_PER_ADDRESS,
+	O_MAX_PENDING,
+	O_THREADS,
+	O_DRAIN,
+};
 
-static int bad(const char *option, const char *value, const char *expected)
+static const struct mqc_cli_opt options[] = {
+	{ "listen", O_LISTEN, "ADDR:PORT",
+	    "IPv4 address and port to serve on (default 127.0.0.1:8080;\nport 0 picks a free one); "
+	    "prints GATE_API_READY url=... when\nready",
+	    0 },
+	{ "topic-prefix", O_TOPIC_PREFIX, "P",
+	    "commands go to P/{id}/commands/{name} (default devices)", 0 },
+	{ "timeout", O_TIMEOUT, "D", "how long to wait for a device (default 5s; 250ms, 2s, ...)", 0 },
+	{ "pool-max", O_POOL_MAX, "N", "pool connections at most (default 10)", 0 },
+	{ "pool-min", O_POOL_MIN, "N", "pool connections kept warm (default 2)", 0 },
+	{ "max-body", O_MAX_BODY, "BYTES",
+	    "a larger declared body gets 413 before it is read; a chunked\nbody is cut off "
+	    "(connection closed) once it passes it\n(default 16384)",
+	    0 },
+	{ "max-reply", O_MAX_REPLY, "BYTES",
+	    "a larger device reply is dropped: 502 reply_too_large\n(default 1M)", 0 },
+	{ "request-deadline", O_REQUEST_DEADLINE, "D",
+	    "headers and body must be in within D of the request's start\n(or of the last response "
+	    "on a kept-alive connection), however\nslowly they trickle; then the connection is "
+	    "closed (default 10s)",
+	    0 },
+	{ "max-per-address", O_MAX_PER_ADDRESS, "N",
+	    "HTTP connections from one client address (default 64)", 0 },
+	{ "max-pending", O_MAX_PENDING, "N",
+	    "commands in flight before 503 pool_exhausted (default 256)", 0 },
+	{ "threads", O_THREADS, "N", "HTTP connections served at once (default 512)", 0 },
+	{ "drain", O_DRAIN, "D",
+	    "on SIGINT/SIGTERM: stop accepting, finish commands in\nflight for at most D (default "
+	    "10s), then exit 0",
+	    0 },
+	MQC_CLI_END,
+};
+
+/* What the command line sets besides the connection. */
+struct settings {
+	struct gate *g;
+	struct mqp_pool_options *po;
+	const char *listen;
+	uint64_t request_deadline_ns, per_address, drain_ns, threads;
+};
+
+static int on_option(const struct mqc_cli *cli, int key, const char *name, const char *value)
 {
-	fprintf(stderr, "gate-api: %s '%s': expected %s (see --help)\n", option, value, expected);
-	return 2;
+	struct settings *st = cli->ctx;
+	struct gate *g = st->g;
+	uint64_t v;
+	switch (key) {
+		case O_LISTEN:
+			st->listen = value;
+			return 0;
+		case O_TOPIC_PREFIX:
+			if (!*value || strpbrk(value, "+#") || value[strlen(value) - 1] == '/')
+				return mqc_cli_bad(cli, name, value, "a topic without wildcards or a trailing '/'");
+			g->topic_prefix = value;
+			return 0;
+		case O_TIMEOUT:
+			if (mqc_parse_duration(value, MQC_NS_PER_MS, &v) != 0 || v < MQC_NS_PER_MS
+			    || v > 600 * MQC_NS_PER_S)
+				return mqc_cli_bad(cli, name, value, "a duration from 1ms to 600s");
+			g->timeout_ms = (unsigned)(v / MQC_NS_PER_MS);
+			return 0;
+		case O_POOL_MAX:
+			if (mqc_parse_u64(value, 1, 1000, &v) != 0)
+				return mqc_cli_bad(cli, name, value, "1 to 1000");
+			st->po->max_size = (unsigned)v;
+			return 0;
+		case O_POOL_MIN:
+			if (mqc_parse_u64(value, 0, 1000, &v) != 0)
+				return mqc_cli_bad(cli, name, value, "0 to 1000");
+			st->po->min_size = (unsigned)v;
+			st->po->min_size_zero = v == 0;
+			return 0;
+		case O_MAX_BODY:
+		case O_MAX_REPLY:
+			if (mqc_parse_count(value, 256ULL << 20, &v) != 0)
+				return mqc_cli_bad(cli, name, value, "a byte count up to 256M");
+			*(key == O_MAX_BODY ? &g->max_body : &g->max_reply) = (size_t)v;
+			return 0;
+		case O_REQUEST_DEADLINE:
+			if (mqc_parse_duration(value, MQC_NS_PER_S, &st->request_deadline_ns) != 0
+			    || st->request_deadline_ns < 100 * MQC_NS_PER_MS
+			    || st->request_deadline_ns > 3600 * MQC_NS_PER_S)
+				return mqc_cli_bad(cli, name, value, "a duration from 100ms to 1h");
+			return 0;
+		case O_MAX_PER_ADDRESS:
+			if (mqc_parse_u64(value, 1, 100000, &st->per_address) != 0)
+				return mqc_cli_bad(cli, name, value, "1 to 100000");
+			return 0;
+		case O_MAX_PENDING:
+			if (mqc_parse_u64(value, 1, 1000000, &v) != 0)
+				return mqc_cli_bad(cli, name, value, "1 to 1000000");
+			g->max_pending = (unsigned)v;
+			return 0;
+		case O_THREADS:
+			if (mqc_parse_u64(value, 1, 10000, &st->threads) != 0)
+				return mqc_cli_bad(cli, name, value, "1 to 10000");
+			return 0;
+		case O_DRAIN:
+			if (mqc_parse_duration(value, MQC_NS_PER_S, &st->drain_ns) != 0
+			    || st->drain_ns > 3600 * MQC_NS_PER_S)
+				return mqc_cli_bad(cli, name, value, "a duration up to 1h");
+			return 0;
+		default:
+			return -1;
+	}
 }
 
 static int parse_listen(const char *text, struct sockaddr_in *sa)
@@ -324,172 +397,63 @@ static int parse_listen(const char *text, struct sockaddr_in *sa)
 
 int main(int argc, char **argv)
 {
-	static const struct option long_options[] = {
-		{ "broker", required_argument, NULL, 'b' },
-		{ "listen", required_argument, NULL, 'l' },
-		{ "username", required_argument, NULL, 'u' },
-		{ "password", required_argument, NULL, 'P' },
-		{ "cafile", required_argument, NULL, 'C' },
-		{ "cert", required_argument, NULL, 'c' },
-		{ "key", required_argument, NULL, 'k' },
-		{ "topic-prefix", required_argument, NULL, 't' },
-		{ "timeout", required_argument, NULL, 'T' },
-		{ "qos", required_argument, NULL, 'q' },
-		{ "pool-max", required_argument, NULL, 'M' },
-		{ "pool-min", required_argument, NULL, 'm' },
-		{ "max-body", required_argument, NULL, 'B' },
-		{ "max-pending", required_argument, NULL, 'p' },
-		{ "max-reply", required_argument, NULL, 'R' },
-		{ "request-deadline", required_argument, NULL, 'D' },
-		{ "max-per-address", required_argument, NULL, 'A' },
-		{ "threads", required_argument, NULL, 'n' },
-		{ "drain", required_argument, NULL, 'd' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ 0 },
-	};
 	static struct gate g = { .topic_prefix = "devices",
 		.timeout_ms = 5000,
-		.qos = 1,
 		.max_body = 16384,
 		.max_reply = (size_t)1 << 20,
 		.max_pending = 256 };
-	uint64_t request_deadline_ns = 10 * MQC_NS_PER_S, per_address = 64;
-	const char *broker = NULL, *listen = "127.0.0.1:8080";
-	struct mqp_pool_options po
-	    = { .username = getenv("MQTT_USERNAME"), .password = getenv("MQTT_PASSWORD") };
-	uint64_t v, drain_ns = 10 * MQC_NS_PER_S, threads = 512;
-	int opt, index = -1;
-	while ((opt = getopt_long(argc, argv, "h", long_options, &index)) != -1) {
-		char name[32] = "";
-		if (index >= 0)
-			snprintf(name, sizeof name, "--%s", long_options[index].name);
-		index = -1;
-		switch (opt) {
-			case 'b':
-				broker = optarg;
-				break;
-			case 'l':
-				listen = optarg;
-				break;
-			case 'u':
-				po.username = optarg;
-				break;
-			case 'P':
-				po.password = optarg;
-				break;
-			case 'C':
-				po.cafile = optarg;
-				break;
-			case 'c':
-				po.certfile = optarg;
-				break;
-			case 'k':
-				po.keyfile = optarg;
-				break;
-			case 't':
-				if (!*optarg || strpbrk(optarg, "+#") || optarg[strlen(optarg) - 1] == '/')
-					return bad(name, optarg, "a topic without wildcards or a trailing '/'");
-				g.topic_prefix = optarg;
-				break;
-			case 'T':
-				if (mqc_parse_duration(optarg, MQC_NS_PER_MS, &v) != 0 || v < MQC_NS_PER_MS
-				    || v > 600 * MQC_NS_PER_S)
-					return bad(name, optarg, "a duration from 1ms to 600s");
-				g.timeout_ms = (unsigned)(v / MQC_NS_PER_MS);
-				break;
-			case 'q':
-				if (mqc_parse_u64(optarg, 0, 2, &v) != 0)
-					return bad(name, optarg, "0, 1 or 2");
-				g.qos = (int)v;
-				break;
-			case 'M':
-				if (mqc_parse_u64(optarg, 1, 1000, &v) != 0)
-					return bad(name, optarg, "1 to 1000");
-				po.max_size = (unsigned)v;
-				break;
-			case 'm':
-				if (mqc_parse_u64(optarg, 0, 1000, &v) != 0)
-					return bad(name, optarg, "0 to 1000");
-				po.min_size = (unsigned)v;
-				po.min_size_zero = v == 0;
-				break;
-			case 'B':
-				if (mqc_parse_count(optarg, 256ULL << 20, &v) != 0)
-					return bad(name, optarg, "a byte count up to 256M");
-				g.max_body = (size_t)v;
-				break;
-			case 'R':
-				if (mqc_parse_count(optarg, 256ULL << 20, &v) != 0)
-					return bad(name, optarg, "a byte count up to 256M");
-				g.max_reply = (size_t)v;
-				break;
-			case 'D':
-				if (mqc_parse_duration(optarg, MQC_NS_PER_S, &request_deadline_ns) != 0
-				    || request_deadline_ns < 100 * MQC_NS_PER_MS
-				    || request_deadline_ns > 3600 * MQC_NS_PER_S)
-					return bad(name, optarg, "a duration from 100ms to 1h");
-				break;
-			case 'A':
-				if (mqc_parse_u64(optarg, 1, 100000, &per_address) != 0)
-					return bad(name, optarg, "1 to 100000");
-				break;
-			case 'p':
-				if (mqc_parse_u64(optarg, 1, 1000000, &v) != 0)
-					return bad(name, optarg, "1 to 1000000");
-				g.max_pending = (unsigned)v;
-				break;
-			case 'n':
-				if (mqc_parse_u64(optarg, 1, 10000, &threads) != 0)
-					return bad(name, optarg, "1 to 10000");
-				break;
-			case 'd':
-				if (mqc_parse_duration(optarg, MQC_NS_PER_S, &drain_ns) != 0
-				    || drain_ns > 3600 * MQC_NS_PER_S)
-					return bad(name, optarg, "a duration up to 1h");
-				break;
-			case 'h':
-				usage(stdout);
-				return 0;
-			case 'V':
-				printf("gate-api %s\n", MQTTPOOL_VERSION);
-				return 0;
-			default:
-				usage(stderr);
-				return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "gate-api: unexpected argument '%s' (see --help)\n", argv[optind]);
-		return 2;
-	}
-	if (!broker) {
-		fprintf(stderr, "gate-api: --broker is required (see --help)\n");
-		return 2;
-	}
+	static struct mqc_cli_conn conn = { .qos = 1, .conn.id_prefix = "gate" };
+	struct mqp_pool_options po = { 0 };
+	struct settings st = { .g = &g,
+		.po = &po,
+		.listen = "127.0.0.1:8080",
+		.request_deadline_ns = 10 * MQC_NS_PER_S,
+		.per_address = 64,
+		.drain_ns = 10 * MQC_NS_PER_S,
+		.threads = 512 };
+	const struct mqc_cli cli = {
+		.prog = "gate-api",
+		.synopsis = "--broker URL [OPTIONS]",
+		.about = "HTTP gateway: POST /devices/{id}/commands/{name} publishes the body (empty or "
+		         "JSON) to\nPREFIX/{id}/commands/{name} as an MQTT v5 request and answers with "
+		         "the device's reply.\n"
+		         "  POST /devices/{id}/commands/{name}        through libmqttpool (warm "
+		         "connections)\n"
+		         "  POST /naive/devices/{id}/commands/{name}  a new MQTT connection per request\n"
+		         "  GET /healthz, GET /metrics (Prometheus: responses, latency, the pool's "
+		         "statistics)\n"
+		         "Statuses: 200 reply, 400 bad id/name/body, 403 the broker refused the command, "
+		         "404,\n405, 413 body too large, 502 broker unreachable, 503 pool exhausted or "
+		         "shutting down,\n504 device timeout.",
+		.version = "gate-api " MQTTPOOL_VERSION,
+		.opts = options,
+		.conn_opts = MQC_CLI_BROKER | MQC_CLI_QOS,
+		.conn = &conn,
+		.on_option = on_option,
+		.ctx = &st,
+	};
+	int parsed = mqc_cli_parse(&cli, argc, argv);
+	if (parsed != 0)
+		return parsed == 1 ? 0 : 2;
+	g.qos = conn.qos;
+	g.naive = conn.conn;
+	po.username = conn.conn.username;
+	po.password = conn.conn.password;
+	po.cafile = conn.conn.cafile;
+	po.certfile = conn.conn.cert;
+	po.keyfile = conn.conn.key;
+	po.client_id_prefix = "gate";
 	if (po.min_size > (po.max_size ? po.max_size : 10))
 		po.min_size = po.max_size ? po.max_size : 10;
-	struct mqc_url url;
+	const char *broker = conn.broker, *listen = st.listen;
+	uint64_t drain_ns = st.drain_ns, threads = st.threads, per_address = st.per_address;
+	uint64_t request_deadline_ns = st.request_deadline_ns;
 	char err[256];
-	if (mqc_url_parse(broker, &url, err, sizeof err) != 0) {
-		fprintf(stderr, "gate-api: --broker '%s': %s\n", broker, err);
-		return 2;
-	}
-	if (url.tls && !po.cafile) {
-		fprintf(stderr, "gate-api: --broker %s is TLS: --cafile is required\n", broker);
-		return 2;
-	}
 	struct sockaddr_in sa;
-	if (parse_listen(listen, &sa) != 0)
-		return bad("--listen", listen, "IPV4:PORT, e.g. 127.0.0.1:8080 or :0");
-	g.naive = (struct gate_naive_config) { .host = url.host,
-		.port = url.port,
-		.tls = url.tls,
-		.username = po.username,
-		.password = po.password,
-		.cafile = po.cafile,
-		.certfile = po.certfile,
-		.keyfile = po.keyfile };
+	if (parse_listen(listen, &sa) != 0) {
+		mqc_cli_bad(&cli, "--listen", listen, "IPV4:PORT, e.g. 127.0.0.1:8080 or :0");
+		return 2;
+	}
 
 	/* Signals are taken by this thread only (sigwait below): block them before any thread. */
 	sigset_t stop;

@@ -377,10 +377,13 @@ static void bad_options_are_refused_with_a_message(void **state)
 {
 	(void)state;
 	static const char *const cases[][4] = {
-		{ "--timeout", "0", "--timeout '0'" },
-		{ "--qos", "3", "--qos '3'" },
-		{ "--listen", "nowhere", "--listen 'nowhere'" },
-		{ "--topic-prefix", "a/#", "--topic-prefix 'a/#'" },
+		{ "--timeout", "0", "--timeout: expected a duration from 1ms to 600s, got '0'" },
+		{ "--qos", "3", "--qos: expected 0, 1 or 2, got '3'" },
+		{ "-q", "3", "-q: expected 0, 1 or 2, got '3'" },
+		{ "--listen", "nowhere", "--listen: expected IPV4:PORT" },
+		{ "--topic-prefix", "a/#", "--topic-prefix: expected a topic without wildcards" },
+		{ "--protocol", "5", "--protocol does not apply" },
+		{ "--password-file", "/nonexistent", "--password-file /nonexistent: No such file" },
 		{ "--broker", "http://x", "--broker 'http://x'" },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * mqc_request.h - command and reply over one plain connection, without a pool: the baseline the
+ * pool is compared with. One client serves every such row in the project: mqbench's naive and
+ * dedicated modes and the gateway's /naive route.
+ *
+ * A requester is one MQTT v5 connection (made by mqc_client) subscribed to its own inbox,
+ * INBOX_PREFIX/<client id>/#, with no-local. A request publishes the command with a Response
+ * Topic in that inbox and Correlation Data (8 random bytes of the connection and the request's
+ * number), and takes the first non-retained reply that carries the same Correlation Data; any
+ * other message is ignored. Every step shares the caller's deadline.
+ *
+ * "Naive" is mqc_request_once(): connect, subscribe, request, disconnect - what a web handler
+ * without a pool does. "Dedicated" keeps one requester per thread.
+ *
+ * A requester belongs to the thread that opened it.
+ */
+#ifndef MQC_REQUEST_H
+#define MQC_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mqc_client.h"
+
+enum mqc_req_result {
+	MQC_REQ_OK = 0,
+	MQC_REQ_TIMEDOUT, /* the deadline passed */
+	MQC_REQ_CONNECT,  /* no connection: unreachable, TLS, refused CONNECT (err says which) */
+	MQC_REQ_LOST,     /* the connection closed */
+	MQC_REQ_DENIED,   /* the broker refused the SUBSCRIBE or (v5 PUBACK) the PUBLISH */
+	MQC_REQ_NOMEM,
+};
+
+/** A reply: payload NUL-terminated (not counted in len), both malloc'd. */
+struct mqc_req_reply {
+	void *payload;
+	size_t len;
+	char *topic;
+};
+
+struct mqc_requester;
+
+/**
+ * Connect (protocol 5 whatever o says) and subscribe to the inbox, by deadline (mqc_now_ns()).
+ * @return MQC_REQ_OK with *out set; otherwise a result with err saying why.
+ */
+int mqc_requester_open(const struct mqc_conn_opts *o, const char *inbox_prefix, uint64_t deadline,
+    struct mqc_requester **out, char *err, size_t errlen);
+
+/**
+ * Publish one command at qos and wait for its reply until deadline. reply may be NULL (only
+ * whether it came matters); otherwise it is filled on MQC_REQ_OK and zeroed on failure.
+ */
+int mqc_requester_request(struct mqc_requester *r, const char *topic, const void *payload,
+    size_t len, int qos, uint64_t deadline, struct mqc_req_reply *reply);
+
+/** Disconnect (at most 100 ms) and free. Accepts NULL. */
+void mqc_requester_close(struct mqc_requester *r);
+
+/** The naive way: open, one request, close, all by deadline. */
+int mqc_request_once(const struct mqc_conn_opts *o, const char *inbox_prefix, const char *topic,
+    const void *payload, size_t len, int qos, uint64_t deadline, struct mqc_req_reply *reply,
+    char *err, size_t errlen);
+
+/** Free what a reply holds (not the struct) and zero it. Accepts NULL. */
+void mqc_req_reply_free(struct mqc_req_reply *reply);
+
+#endif

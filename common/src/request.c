@@ -1,0 +1,265 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * request.c - command and reply over one plain connection: see mqc_request.h.
+ */
+#include "mqc_request.h"
+
+#include <errno.h>
+#include <mqtt_protocol.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mqc_random.h"
+
+#define CORR_LEN 16
+
+struct mqc_requester {
+	struct mosquitto *m;
+	int connack; /* -1 until CONNACK */
+	bool lost;
+	int sub_mid, pub_mid;
+	bool subscribed, sub_refused, pub_refused;
+	bool got, nomem;
+	uint64_t seq;
+	unsigned char corr[CORR_LEN]; /* 8 random bytes of the connection, then seq */
+	struct mqc_req_reply *reply;  /* where the current request's reply goes, or NULL */
+	char inbox[256];
+};
+
+static void on_connect(struct mosquitto *m, void *obj, int rc, int f, const mosquitto_property *p)
+{
+	(void)m;
+	(void)f;
+	(void)p;
+	((struct mqc_requester *)obj)->connack = rc;
+}
+
+static void on_disconnect(struct mosquitto *m, void *obj, int rc, const mosquitto_property *p)
+{
+	(void)m;
+	(void)rc;
+	(void)p;
+	((struct mqc_requester *)obj)->lost = true;
+}
+
+static void on_subscribe(
+    struct mosquitto *m, void *obj, int mid, int n, const int *granted, const mosquitto_property *p)
+{
+	(void)m;
+	(void)p;
+	struct mqc_requester *r = obj;
+	if (mid != r->sub_mid)
+		return;
+	r->subscribed = n > 0 && granted[0] <= 2;
+	r->sub_refused = !r->subscribed;
+}
+
+static void on_publish(
+    struct mosquitto *m, void *obj, int mid, int reason, const mosquitto_property *p)
+{
+	(void)m;
+	(void)p;
+	struct mqc_requester *r = obj;
+	if (mid == r->pub_mid && reason >= 0x80)
+		r->pub_refused = true;
+}
+
+static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_message *msg,
+    const mosquitto_property *props)
+{
+	(void)m;
+	struct mqc_requester *r = obj;
+	void *corr = NULL;
+	uint16_t len = 0;
+	mosquitto_property_read_binary(props, MQTT_PROP_CORRELATION_DATA, &corr, &len, false);
+	bool ours = corr && len == CORR_LEN && memcmp(corr, r->corr, CORR_LEN) == 0;
+	free(corr);
+	if (!ours || r->got || msg->retain) /* a retained copy is old news, never the answer */
+		return;
+	r->got = true;
+	if (!r->reply)
+		return;
+	r->reply->topic = strdup(msg->topic);
+	r->reply->payload = malloc((size_t)msg->payloadlen + 1);
+	if (!r->reply->topic || !r->reply->payload) {
+		r->nomem = true;
+		return;
+	}
+	if (msg->payloadlen > 0)
+		memcpy(r->reply->payload, msg->payload, (size_t)msg->payloadlen);
+	((char *)r->reply->payload)[msg->payloadlen] = '\0';
+	r->reply->len = (size_t)msg->payloadlen;
+}
+
+static bool connecting(const void *arg)
+{
+	return ((const struct mqc_requester *)arg)->connack < 0;
+}
+
+static bool connack_in(const void *arg)
+{
+	const struct mqc_requester *r = arg;
+	return r->connack >= 0 || r->lost;
+}
+
+static bool suback_in(const void *arg)
+{
+	const struct mqc_requester *r = arg;
+	return r->subscribed || r->sub_refused || r->lost;
+}
+
+static bool reply_in(const void *arg)
+{
+	const struct mqc_requester *r = arg;
+	return r->got || r->pub_refused || r->lost;
+}
+
+/* The result of a wait that returned rc. */
+static int waited(const struct mqc_requester *r, int rc)
+{
+	if (rc == MOSQ_ERR_TIMEOUT)
+		return MQC_REQ_TIMEDOUT;
+	return rc != MOSQ_ERR_SUCCESS || r->lost ? MQC_REQ_LOST : MQC_REQ_OK;
+}
+
+int mqc_requester_open(const struct mqc_conn_opts *o, const char *inbox_prefix, uint64_t deadline,
+    struct mqc_requester **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	struct mqc_requester *r = calloc(1, sizeof *r);
+	if (!r) {
+		snprintf(err, errlen, "out of memory");
+		return MQC_REQ_NOMEM;
+	}
+	r->connack = -1;
+	if (mqc_random_bytes(r->corr, 8) != 0) {
+		snprintf(err, errlen, "no random bytes: %s", strerror(errno));
+		free(r);
+		return MQC_REQ_NOMEM;
+	}
+	struct mqc_conn_opts v5 = *o; /* Response Topic and Correlation Data are v5 */
+	v5.protocol = 5;
+	char id[MQC_CLIENT_ID_MAX];
+	r->m = mqc_client_new(&v5, r, id, err, errlen);
+	if (!r->m) {
+		free(r);
+		return MQC_REQ_CONNECT;
+	}
+	int n = snprintf(r->inbox, sizeof r->inbox, "%s/%s", inbox_prefix, id);
+	if (n < 0 || (size_t)n >= sizeof r->inbox - 32) {
+		snprintf(err, errlen, "inbox prefix too long");
+		mqc_requester_close(r);
+		return MQC_REQ_CONNECT;
+	}
+	mosquitto_connect_v5_callback_set(r->m, on_connect);
+	mosquitto_disconnect_v5_callback_set(r->m, on_disconnect);
+	mosquitto_subscribe_v5_callback_set(r->m, on_subscribe);
+	mosquitto_publish_v5_callback_set(r->m, on_publish);
+	mosquitto_message_v5_callback_set(r->m, on_message);
+	if (mqc_client_connect(r->m, &v5, err, errlen) != 0) {
+		mqc_requester_close(r);
+		return MQC_REQ_CONNECT;
+	}
+	int rc = waited(r, mqc_client_wait(r->m, connack_in, connecting, r, deadline));
+	if (r->connack > 0) { /* the broker closes right after a refusal: that is not the news */
+		snprintf(
+		    err, errlen, "the broker refused CONNECT: %s", mosquitto_reason_string(r->connack));
+		rc = MQC_REQ_CONNECT;
+	} else if (rc != MQC_REQ_OK) {
+		char where[MQC_URL_HOST_MAX + 32];
+		mqc_url_format(&o->url, where, sizeof where);
+		snprintf(err, errlen, "no CONNACK from %s: %s", where,
+		    rc == MQC_REQ_TIMEDOUT ? "timed out" : "the connection closed (TCP or TLS failure)");
+		rc = rc == MQC_REQ_TIMEDOUT ? MQC_REQ_TIMEDOUT : MQC_REQ_CONNECT;
+	}
+	if (rc == MQC_REQ_OK) {
+		char filter[sizeof r->inbox + 2];
+		snprintf(filter, sizeof filter, "%s/#", r->inbox);
+		if (mosquitto_subscribe_v5(r->m, &r->sub_mid, filter, 1, MQTT_SUB_OPT_NO_LOCAL, NULL)
+		    != MOSQ_ERR_SUCCESS)
+			rc = MQC_REQ_LOST;
+		else
+			rc = waited(r, mqc_client_wait(r->m, suback_in, NULL, r, deadline));
+		if (rc == MQC_REQ_OK && r->sub_refused)
+			rc = MQC_REQ_DENIED;
+		if (rc != MQC_REQ_OK)
+			snprintf(err, errlen, "subscribing to %s: %s", filter,
+			    rc == MQC_REQ_DENIED     ? "refused by the broker"
+			        : rc == MQC_REQ_LOST ? "the connection closed"
+			                             : "timed out");
+	}
+	if (rc != MQC_REQ_OK) {
+		mqc_requester_close(r);
+		return rc;
+	}
+	*out = r;
+	return MQC_REQ_OK;
+}
+
+int mqc_requester_request(struct mqc_requester *r, const char *topic, const void *payload,
+    size_t len, int qos, uint64_t deadline, struct mqc_req_reply *reply)
+{
+	if (reply)
+		*reply = (struct mqc_req_reply) { 0 };
+	r->seq++;
+	memcpy(r->corr + 8, &r->seq, sizeof r->seq);
+	r->got = r->pub_refused = r->nomem = false;
+	r->reply = reply;
+	char response_topic[sizeof r->inbox + 24];
+	snprintf(
+	    response_topic, sizeof response_topic, "%s/%llu", r->inbox, (unsigned long long)r->seq);
+	mosquitto_property *props = NULL;
+	int rc = MQC_REQ_NOMEM;
+	if (mosquitto_property_add_string(&props, MQTT_PROP_RESPONSE_TOPIC, response_topic)
+	        == MOSQ_ERR_SUCCESS
+	    && mosquitto_property_add_binary(&props, MQTT_PROP_CORRELATION_DATA, r->corr, CORR_LEN)
+	        == MOSQ_ERR_SUCCESS) {
+		rc = mosquitto_publish_v5(r->m, &r->pub_mid, topic, (int)len, payload, qos, false, props)
+		        == MOSQ_ERR_SUCCESS
+		    ? waited(r, mqc_client_wait(r->m, reply_in, NULL, r, deadline))
+		    : MQC_REQ_LOST;
+	}
+	mosquitto_property_free_all(&props);
+	if (rc == MQC_REQ_OK && r->pub_refused)
+		rc = MQC_REQ_DENIED;
+	if (rc == MQC_REQ_OK && r->nomem)
+		rc = MQC_REQ_NOMEM;
+	r->reply = NULL;
+	if (rc != MQC_REQ_OK)
+		mqc_req_reply_free(reply);
+	return rc;
+}
+
+void mqc_requester_close(struct mqc_requester *r)
+{
+	if (!r)
+		return;
+	mqc_client_close(r->m, 100);
+	free(r);
+}
+
+int mqc_request_once(const struct mqc_conn_opts *o, const char *inbox_prefix, const char *topic,
+    const void *payload, size_t len, int qos, uint64_t deadline, struct mqc_req_reply *reply,
+    char *err, size_t errlen)
+{
+	if (reply)
+		*reply = (struct mqc_req_reply) { 0 };
+	struct mqc_requester *r;
+	int rc = mqc_requester_open(o, inbox_prefix, deadline, &r, err, errlen);
+	if (rc == MQC_REQ_OK) {
+		rc = mqc_requester_request(r, topic, payload, len, qos, deadline, reply);
+		mqc_requester_close(r);
+	}
+	return rc;
+}
+
+void mqc_req_reply_free(struct mqc_req_reply *reply)
+{
+	if (!reply)
+		return;
+	free(reply->payload);
+	free(reply->topic);
+	*reply = (struct mqc_req_reply) { 0 };
+}
