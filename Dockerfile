@@ -14,7 +14,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DMQTTPOOL_TESTS=OFF \
+RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DMQTTPOOL_BUILD_TESTS=OFF \
       -DCMAKE_INSTALL_PREFIX=/opt/mqtt-pool -DCMAKE_INSTALL_LIBDIR=lib \
  && cmake --build /build -j "$(nproc)" \
  && cmake --install /build
@@ -37,7 +37,7 @@ RUN apt-get update \
       libcurl4 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/mqtt-pool /opt/mqtt-pool
-ENV PATH=/opt/mqtt-pool/bin:$PATH LD_LIBRARY_PATH=/opt/mqtt-pool/lib
+ENV PATH=/opt/mqtt-pool/bin:$PATH
 USER nobody
 CMD ["mqbench", "--help"]
 

@@ -41,11 +41,29 @@ function(mqttpool_add_fuzz_target)
     target_link_options(${F_NAME} PRIVATE -fsanitize=fuzzer)
     target_include_directories(${F_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/common/tests/fuzz)
     set_property(GLOBAL APPEND PROPERTY MQTTPOOL_FUZZ_TARGETS ${F_NAME})
-  elseif(MQTTPOOL_TESTS)
+  elseif(MQTTPOOL_BUILD_TESTS)
     add_executable(${F_NAME}_replay ${F_SOURCES} ${PROJECT_SOURCE_DIR}/common/tests/fuzz/replay_main.c)
     target_link_libraries(${F_NAME}_replay PRIVATE ${F_LIBS} mqttpool_warnings)
     target_include_directories(${F_NAME}_replay PRIVATE ${PROJECT_SOURCE_DIR}/common/tests/fuzz)
     add_test(NAME ${F_NAME}_corpus COMMAND ${F_NAME}_replay ${F_CORPUS})
     set_tests_properties(${F_NAME}_corpus PROPERTIES TIMEOUT 60 LABELS unit)
   endif()
+endfunction()
+
+# mqttpool_find_header(<var> <header> <debian package>): find_path that stops with the package to
+# install (find_path's REQUIRED needs CMake 3.18; the minimum is 3.16).
+function(mqttpool_find_header var header package)
+  find_path(${var} ${header})
+  if(NOT ${var})
+    message(FATAL_ERROR "${header} not found: install ${package} (scripts/setup installs everything)")
+  endif()
+endfunction()
+
+# mqttpool_install_program(<target> <name>): build and install the program as <name> (names that
+# cannot collide with other packages' programs in bin/), with an RPATH to the installed
+# libmqttpool relative to itself, so an install in any prefix runs without LD_LIBRARY_PATH.
+function(mqttpool_install_program target name)
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME ${name}
+    INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+  install(TARGETS ${target} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endfunction()

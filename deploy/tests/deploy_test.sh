@@ -58,7 +58,7 @@ if cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" 2>&1; then
   for path in $(sed -n 's|^COPY --from=build /opt/mqtt-pool\(/[^ ]*\) .*|\1|p' "$src/Dockerfile"); do
     [ -e "$prefix$path" ] && pass "install has $path" || fail "the Dockerfile copies $path; cmake --install has no such file"
   done
-  for bin in mqbench gate-api responder; do
+  for bin in mqbench mqp-gate-api mqp-responder; do
     [ -x "$prefix/bin/$bin" ] && pass "install has bin/$bin" || fail "install lacks bin/$bin (the tools image runs it)"
   done
 else

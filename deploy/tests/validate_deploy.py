@@ -221,8 +221,8 @@ for job in prom.get("scrape_configs", []):
                 problem("deploy/docker/prometheus.yml", f"target {t}: {host} does not listen on {port}")
 
 # --- options the programs must know ---------------------------------------------------------------
-binaries = {"mqbench": "bench/mqbench", "gate-api": "examples/gate-api/gate-api",
-            "responder": "test-broker/responder"}
+binaries = {"mqbench": "bench/mqbench", "mqp-gate-api": "examples/gate-api/mqp-gate-api",
+            "mqp-responder": "test-broker/mqp-responder"}
 help_cache = {}
 
 

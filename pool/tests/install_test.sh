@@ -9,6 +9,7 @@ src=$2
 tmp=$(mktemp -d /tmp/mqttpool-install-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+# The library alone (scripts/check-lib-only) is checked in CI; this is the whole install.
 cat >"$tmp/main.c" <<'C'
 #include <mqttpool.h>
 #include <string.h>
@@ -25,7 +26,7 @@ cc "$tmp/main.c" $(pkg-config --cflags --libs mqttpool) -Wl,-rpath,"$tmp/prefix/
 mkdir "$tmp/cm"
 cp "$tmp/main.c" "$tmp/cm/"
 cat >"$tmp/cm/CMakeLists.txt" <<'CM'
-cmake_minimum_required(VERSION 3.25)
+cmake_minimum_required(VERSION 3.16)
 project(consumer C)
 find_package(mqttpool REQUIRED)
 add_executable(consumer main.c)
@@ -41,3 +42,15 @@ if [ -n "$others" ]; then
   exit 1
 fi
 echo "ok: only mqp_* symbols exported"
+# The programs: names that cannot collide in bin/, and an RPATH to the library installed beside
+# them, so they run from a prefix the dynamic linker does not search.
+for prog in mqbench mqp-gate-api mqp-responder; do
+  [ -x "$tmp/prefix/bin/$prog" ] || { echo "FAIL: $prog is not installed in bin/" >&2; exit 1; }
+done
+for generic in responder gate-api; do
+  [ ! -e "$tmp/prefix/bin/$generic" ] || { echo "FAIL: bin/$generic installed" >&2; exit 1; }
+done
+env -u LD_LIBRARY_PATH "$tmp/prefix/bin/mqbench" --version >/dev/null \
+  && env -u LD_LIBRARY_PATH "$tmp/prefix/bin/mqp-gate-api" --version >/dev/null \
+  || { echo "FAIL: installed programs do not find libmqttpool (RPATH)" >&2; exit 1; }
+echo "ok: mqbench, mqp-gate-api and mqp-responder installed, and they run from $tmp/prefix"

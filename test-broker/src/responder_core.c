@@ -115,14 +115,14 @@ int rsp_parse_args(int argc, char **argv, struct rsp_options *o, char *err, size
 		.max_pending = 65536,
 	};
 	const struct mqc_cli cli = {
-		.prog = "responder",
+		.prog = "mqp-responder",
 		.synopsis = "--broker URL [OPTIONS]",
 		.about = "A device simulator: subscribes to a command filter and answers every request.\n"
 		         "MQTT v5 requests with a Response Topic are answered there, echoing their "
 		         "Correlation\nData; requests without one (legacy devices) on --reply-topic or "
 		         "--reply-template.\nPrints RESPONDER_READY once subscribed, and what it did when "
 		         "it exits (SIGINT/SIGTERM).",
-		.version = "responder " MQTTPOOL_VERSION,
+		.version = "mqp-responder " MQTTPOOL_VERSION,
 		.opts = options,
 		.conn_opts = MQC_CLI_BROKER | MQC_CLI_CLIENT_ID | MQC_CLI_QOS | MQC_CLI_PROTOCOL,
 		.conn = &o->net,

@@ -241,10 +241,10 @@ static void log_limited(void *cls, const char *fmt, va_list ap)
 	}
 	if (suppressed)
 		fprintf(
-		    stderr, "gate-api: (%lu more HTTP server messages in the last second)\n", suppressed);
+		    stderr, "mqp-gate-api: (%lu more HTTP server messages in the last second)\n", suppressed);
 	suppressed = 0;
 	last_ns = now;
-	fprintf(stderr, "gate-api: ");
+	fprintf(stderr, "mqp-gate-api: ");
 	vfprintf(stderr, fmt, ap);
 	pthread_mutex_unlock(&lock);
 }
@@ -412,7 +412,7 @@ int main(int argc, char **argv)
 		.drain_ns = 10 * MQC_NS_PER_S,
 		.threads = 512 };
 	const struct mqc_cli cli = {
-		.prog = "gate-api",
+		.prog = "mqp-gate-api",
 		.synopsis = "--broker URL [OPTIONS]",
 		.about = "HTTP gateway: POST /devices/{id}/commands/{name} publishes the body (empty or "
 		         "JSON) to\nPREFIX/{id}/commands/{name} as an MQTT v5 request and answers with "
@@ -425,7 +425,7 @@ int main(int argc, char **argv)
 		         "Statuses: 200 reply, 400 bad id/name/body, 403 the broker refused the command, "
 		         "404,\n405, 413 body too large, 502 broker unreachable, 503 pool exhausted or "
 		         "shutting down,\n504 device timeout.",
-		.version = "gate-api " MQTTPOOL_VERSION,
+		.version = "mqp-gate-api " MQTTPOOL_VERSION,
 		.opts = options,
 		.conn_opts = MQC_CLI_BROKER | MQC_CLI_QOS,
 		.conn = &conn,
@@ -442,7 +442,6 @@ int main(int argc, char **argv)
 	po.cafile = conn.conn.cafile;
 	po.certfile = conn.conn.cert;
 	po.keyfile = conn.conn.key;
-	po.client_id_prefix = "gate";
 	if (po.min_size > (po.max_size ? po.max_size : 10))
 		po.min_size = po.max_size ? po.max_size : 10;
 	const char *broker = conn.broker, *listen = st.listen;
@@ -464,7 +463,7 @@ int main(int argc, char **argv)
 	mosquitto_lib_init();
 	int rc = mqp_pool_new(broker, &po, &g.pool, err, sizeof err);
 	if (rc != MQP_OK) {
-		fprintf(stderr, "gate-api: cannot create the pool: %s: %s\n", mqp_strerror(rc), err);
+		fprintf(stderr, "mqp-gate-api: cannot create the pool: %s: %s\n", mqp_strerror(rc), err);
 		return 1;
 	}
 	g.deadline
@@ -481,7 +480,7 @@ int main(int argc, char **argv)
 	        mqc_mhd_deadline_notify, g.deadline, MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
 	        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
 	if (!d) {
-		fprintf(stderr, "gate-api: cannot listen on %s: %s\n", listen, strerror(errno));
+		fprintf(stderr, "mqp-gate-api: cannot listen on %s: %s\n", listen, strerror(errno));
 		mqc_mhd_deadline_free(g.deadline);
 		mqp_pool_destroy(g.pool);
 		return 1;
@@ -494,7 +493,7 @@ int main(int argc, char **argv)
 
 	int sig = 0;
 	sigwait(&stop, &sig);
-	fprintf(stderr, "gate-api: %s: draining (at most %llu ms)\n", strsignal(sig),
+	fprintf(stderr, "mqp-gate-api: %s: draining (at most %llu ms)\n", strsignal(sig),
 	    (unsigned long long)(drain_ns / MQC_NS_PER_MS));
 	atomic_store(&g.stopping, true);
 	MHD_socket listen_fd = MHD_quiesce_daemon(d); /* no new connections */
@@ -517,7 +516,7 @@ int main(int argc, char **argv)
 	uint64_t ok[GATE_BACKENDS];
 	for (int b = 0; b < GATE_BACKENDS; b++)
 		ok[b] = atomic_load(&g.counters.responses[b][0]);
-	fprintf(stderr, "gate-api: stopped%s; 200 responses: pool %llu, naive %llu\n",
+	fprintf(stderr, "mqp-gate-api: stopped%s; 200 responses: pool %llu, naive %llu\n",
 	    drained == MQP_OK ? "" : " (the drain timed out)", (unsigned long long)ok[GATE_POOL],
 	    (unsigned long long)ok[GATE_NAIVE]);
 	return 0;
