@@ -169,14 +169,15 @@ static int run_mode(const struct bench_opts *o, int mode, uint16_t run, struct m
 	mqc_hist_init(&r->lat, 10);
 	bench_probe_read(o->metrics_url, &r->p0);
 	if (mode == 1) {
-		struct mqp_pool_options po = { .max_size = o->pool_size,
-			.min_size = o->pool_size < 2 ? o->pool_size : 2,
-			.username = o->net.conn.username,
-			.password = o->net.conn.password,
-			.cafile = o->net.conn.cafile,
-			.certfile = o->net.conn.cert,
-			.keyfile = o->net.conn.key,
-			.client_id_prefix = "mqbench" };
+		struct mqp_pool_options po = MQP_POOL_OPTIONS_INIT;
+		po.max_size = o->pool_size;
+		po.min_size = o->pool_size < 2 ? o->pool_size : 2;
+		po.username = o->net.conn.username;
+		po.password = o->net.conn.password;
+		po.cafile = o->net.conn.cafile;
+		po.certfile = o->net.conn.cert;
+		po.keyfile = o->net.conn.key;
+		po.client_id_prefix = "mqbench";
 		char err[256];
 		int rc = mqp_pool_new(o->net.broker, &po, &s.pool, err, sizeof err);
 		if (rc != MQP_OK) {
@@ -187,7 +188,7 @@ static int run_mode(const struct bench_opts *o, int mode, uint16_t run, struct m
 		uint64_t warm = mqc_now_ns() + 5 * MQC_NS_PER_S;
 		struct mqp_pool_stats st;
 		do {
-			mqp_pool_stats(s.pool, &st);
+			mqp_pool_stats(s.pool, &st, sizeof st);
 			nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
 		} while (st.ready < po.min_size && mqc_now_ns() < warm);
 	}

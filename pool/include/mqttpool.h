@@ -12,7 +12,17 @@
  * connection (epoll over libmosquitto's non-blocking loop); callers hand it work and wait with a
  * deadline. No wait is without one.
  *
- * Errors: functions return MQP_OK (0) or a positive enum mqp_err; mqp_strerror() names them.
+ * Errors: functions return MQP_OK (0) or a positive mqp_err; mqp_strerror() names them.
+ *
+ * Durations: every timeout and interval is in milliseconds, and 0 (MQP_DEFAULT) always means
+ * "the default": a call's timeout 0 is the pool's request_timeout_ms, an option 0 is the value
+ * its comment gives. MQP_NO_WAIT (calls that can return what is ready now) and MQP_NEVER
+ * (limits that can be switched off) are the only other special values.
+ *
+ * Binary compatibility: structs that may grow carry their size. mqp_pool_options starts with
+ * struct_size (MQP_POOL_OPTIONS_INIT or mqp_pool_options_init() set it); mqp_pool_stats and
+ * mqp_pool_latency take the size of the caller's struct. A program built against an older
+ * header keeps working with a newer library; fields the library does not know are refused.
  * Processes: libmosquitto 2.0 sets SIGPIPE to SIG_IGN for the whole process when the first
  * connection is created.
  */
@@ -35,7 +45,7 @@ extern "C" {
 #endif
 
 /** Error codes: never renumbered. */
-enum mqp_err {
+typedef enum mqp_err {
 	MQP_OK = 0,
 	MQP_EINVAL = 1, /* bad argument or option (the message says which) */
 	MQP_ENOMEM = 2,
@@ -53,7 +63,12 @@ enum mqp_err {
 	MQP_ECANCELED = 13,  /* an async call cancelled by mqp_pool_cancel */
 	MQP_EEXHAUSTED = 14, /* no connection could take the request or publish before its deadline:
 	                        it was never sent, so it is safe to retry */
-};
+} mqp_err;
+
+/* Special durations (see the top of this file). */
+#define MQP_DEFAULT 0u          /* the default: for a call's timeout, request_timeout_ms */
+#define MQP_NO_WAIT 0xfffffffeu /* acquire, lease receive, drain: only what is ready now */
+#define MQP_NEVER   0xffffffffu /* idle_timeout_ms, max_lifetime_ms, leak_threshold_ms: off */
 
 #define MQP_LOG_WARNING 1
 #define MQP_LOG_ERROR   2
@@ -70,15 +85,18 @@ MQP_API const char *mqp_version(void);
 typedef struct mqp_pool mqp_pool;
 
 /**
- * Options; a zeroed struct (or NULL) means every default. Strings are copied.
+ * Options: start from MQP_POOL_OPTIONS_INIT (or mqp_pool_options_init()), which holds every
+ * default, and change what you need; NULL options mean every default. Strings are copied.
+ * Counts are what they say (min_size 0: keep none warm); durations follow MQP_DEFAULT.
  */
 struct mqp_pool_options {
-	unsigned max_size;            /* connections at most; 0: 10 */
-	unsigned min_size;            /* kept warm; 0: 2 (see min_size_zero) */
-	int min_size_zero;            /* nonzero: keep none warm (min_size is then ignored) */
+	size_t struct_size;           /* sizeof(struct mqp_pool_options), set by the initialisers;
+	                                 0 or a size this library does not know: MQP_EINVAL */
+	unsigned max_size;            /* connections at most, 1 to 1000 (10) */
+	unsigned min_size;            /* kept warm, 0 to max_size (2) */
 	unsigned connect_timeout_ms;  /* TCP + TLS + CONNACK; 0: 5000 */
-	unsigned request_timeout_ms;  /* default for mqp_pool_request; 0: 10000 */
-	unsigned max_inflight;        /* requests per connection before another opens; 0: 64 */
+	unsigned request_timeout_ms;  /* every call's MQP_DEFAULT timeout; 0: 10000 */
+	unsigned max_inflight;        /* requests per connection before another opens, >= 1 (64) */
 	unsigned keepalive_s;         /* 0: 30 (minimum 5) */
 	int protocol;                 /* 5 (when 0) or 4 for an MQTT 3.1.1 broker: then
 	                                 mqp_pool_request needs v5 (MQP_EINVAL; use
@@ -86,23 +104,35 @@ struct mqp_pool_options {
 	                                 discarded at release (3.1.1 has no subscription identifiers
 	                                 to tell a previous borrower's messages apart) */
 	const char *client_id_prefix; /* 0: "mqp" (at most 8 characters); client ids are
-	                                 PREFIX-<pid>-<random per pool>-<n> */
+	                                 PREFIX-<64 random bits> (11 characters) */
 	const char *inbox_prefix;     /* 0: "mqp/inbox": replies come to PREFIX/<client id> */
 	const char *username, *password;
 	const char *cafile;             /* mqtts://: the CA (0: the system's trust store); the
 	                                   certificate and host name are verified, always */
 	const char *certfile, *keyfile; /* client certificate */
-	unsigned idle_timeout_ms;       /* idle connections above min_size close after this; 0: 30000 */
+	unsigned idle_timeout_ms;       /* idle connections above min_size close after this; 0: 30000;
+	                                   MQP_NEVER: they stay */
 	unsigned max_lifetime_ms;       /* connections retire after this, minus up to 2.5 % jitter,
-	                                   never while borrowed or carrying requests; 0: 1800000 */
+	                                   never while borrowed or carrying requests; 0: 1800000;
+	                                   MQP_NEVER: they do not retire */
 	unsigned eviction_interval_ms;  /* how often idle and old connections are checked; 0: 10000 */
 	unsigned leak_threshold_ms;     /* a lease held longer is reported once, naming where it was
-	                                   acquired; 0: off */
+	                                   acquired; 0 and MQP_NEVER: off */
 	/* Messages for the application (connect failures, leaks): called on the pool's I/O thread
 	 * with no pool lock held; it must not block or call the pool. level: MQP_LOG_*. */
 	void (*log_cb)(void *userdata, int level, const char *message);
 	void *userdata;
 };
+
+/** Every default, as a struct initialiser: struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT; */
+#define MQP_POOL_OPTIONS_INIT                                                          \
+	{                                                                                  \
+		.struct_size = sizeof(struct mqp_pool_options), .max_size = 10, .min_size = 2, \
+		.max_inflight = 64                                                             \
+	}
+
+/** Every default (the library's own, which may be newer than this header's). Accepts NULL. */
+MQP_API void mqp_pool_options_init(struct mqp_pool_options *options);
 
 /**
  * Create a pool for broker_url (mqtt://host:port or mqtts://host:port) and start its I/O thread,
@@ -112,7 +142,7 @@ struct mqp_pool_options {
  *         unusable), MQP_ENOMEM; on failure err_out (when not NULL, err_len bytes) says why.
  * Ownership: *out belongs to the caller until mqp_pool_destroy().
  */
-MQP_API int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
+MQP_API mqp_err mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
     mqp_pool **out, char *err_out, size_t err_len);
 
 /**
@@ -148,7 +178,7 @@ MQP_API void mqp_reply_free(struct mqp_reply *reply);
  *         (no connection could be made; mqp_pool_last_error says why), MQP_ECONNLOST,
  *         MQP_EDENIED, MQP_ECLOSED, MQP_EINVAL, MQP_ETOOBIG, MQP_ENOMEM, MQP_EDEADLK.
  */
-MQP_API int mqp_pool_request(mqp_pool *pool, const char *topic, const void *payload, size_t len,
+MQP_API mqp_err mqp_pool_request(mqp_pool *pool, const char *topic, const void *payload, size_t len,
     int qos, unsigned timeout_ms, struct mqp_reply *reply);
 
 /**
@@ -157,7 +187,7 @@ MQP_API int mqp_pool_request(mqp_pool *pool, const char *topic, const void *payl
  * @return MQP_OK, MQP_ETIMEDOUT, MQP_EEXHAUSTED, MQP_ECONNECT, MQP_ECONNLOST, MQP_EDENIED,
  *         MQP_ECLOSED, MQP_EINVAL, MQP_ENOMEM, MQP_EDEADLK.
  */
-MQP_API int mqp_pool_publish(mqp_pool *pool, const char *topic, const void *payload, size_t len,
+MQP_API mqp_err mqp_pool_publish(mqp_pool *pool, const char *topic, const void *payload, size_t len,
     int qos, int retain, unsigned timeout_ms);
 
 /* --- leases: a connection for one caller's own subscriptions ------------------------------ */
@@ -194,10 +224,10 @@ MQP_API void mqp_message_free(struct mqp_message *m);
  * @return MQP_OK, MQP_ETIMEDOUT, MQP_ECONNECT (with mqp_pool_last_error), MQP_ECLOSED,
  *         MQP_EINVAL, MQP_ENOMEM, MQP_EDEADLK.
  */
-MQP_API int mqp_pool_acquire(mqp_pool *pool, unsigned timeout_ms, mqp_lease *lease);
+MQP_API mqp_err mqp_pool_acquire(mqp_pool *pool, unsigned timeout_ms, mqp_lease *lease);
 
 /** mqp_pool_acquire, recording the caller's file and line for leak reports (the macro below). */
-MQP_API int mqp_pool_acquire_at(
+MQP_API mqp_err mqp_pool_acquire_at(
     mqp_pool *pool, unsigned timeout_ms, mqp_lease *lease, const char *file, int line);
 #define mqp_pool_acquire(pool, timeout_ms, lease) \
 	mqp_pool_acquire_at(pool, timeout_ms, lease, __FILE__, __LINE__)
@@ -209,12 +239,12 @@ MQP_API int mqp_pool_acquire_at(
  *         MQP_ECONNLOST, MQP_EINVAL (also for the connection's own inbox filter, which the
  *         subscription would replace), MQP_ECLOSED, MQP_ENOMEM.
  */
-MQP_API int mqp_lease_subscribe(
+MQP_API mqp_err mqp_lease_subscribe(
     mqp_lease *lease, const char *filter, int qos, int options, unsigned timeout_ms);
 
 /** Publish on the lease's connection (see mqp_pool_publish); MQP_ERELEASED after release. */
-MQP_API int mqp_lease_publish(mqp_lease *lease, const char *topic, const void *payload, size_t len,
-    int qos, int retain, unsigned timeout_ms);
+MQP_API mqp_err mqp_lease_publish(mqp_lease *lease, const char *topic, const void *payload,
+    size_t len, int qos, int retain, unsigned timeout_ms);
 
 /**
  * The next message for this lease's subscriptions, waiting up to timeout_ms. One receive at a
@@ -222,7 +252,7 @@ MQP_API int mqp_lease_publish(mqp_lease *lease, const char *topic, const void *p
  * @return MQP_OK (free *msg with mqp_message_free), MQP_ETIMEDOUT, MQP_ERELEASED, MQP_ECONNLOST,
  *         MQP_EBUSY, MQP_ECLOSED, MQP_ENOMEM.
  */
-MQP_API int mqp_lease_receive(mqp_lease *lease, unsigned timeout_ms, struct mqp_message *msg);
+MQP_API mqp_err mqp_lease_receive(mqp_lease *lease, unsigned timeout_ms, struct mqp_message *msg);
 
 /**
  * Give the connection back, clean: the lease's filters are unsubscribed, queued messages
@@ -230,21 +260,21 @@ MQP_API int mqp_lease_receive(mqp_lease *lease, unsigned timeout_ms, struct mqp_
  * is not a barrier) are dropped and counted as stale. Never fails for a valid lease.
  * @return MQP_OK, MQP_ERELEASED (already released: counted as a double release).
  */
-MQP_API int mqp_lease_release(mqp_lease *lease);
+MQP_API mqp_err mqp_lease_release(mqp_lease *lease);
 
 /**
  * Give the connection back to be closed (it misbehaved). @return MQP_OK or MQP_ERELEASED.
  * From the pool's own thread (an async callback) release and discard do not wait: they return
  * MQP_OK at once and a double release is only counted.
  */
-MQP_API int mqp_lease_discard(mqp_lease *lease);
+MQP_API mqp_err mqp_lease_discard(mqp_lease *lease);
 
 /**
  * One message on filter: acquire, subscribe, receive, release, within timeout_ms in all. With
  * MQP_SUB_RETAINED in options a retained message counts: "read the device's last state".
  * @return as mqp_pool_acquire, mqp_lease_subscribe and mqp_lease_receive.
  */
-MQP_API int mqp_pool_receive(mqp_pool *pool, const char *filter, int qos, int options,
+MQP_API mqp_err mqp_pool_receive(mqp_pool *pool, const char *filter, int qos, int options,
     unsigned timeout_ms, struct mqp_message *msg);
 
 /* --- legacy devices: a fixed reply topic ------------------------------------------------- */
@@ -269,7 +299,7 @@ typedef int (*mqp_match_cb)(void *userdata, const struct mqp_message *candidate)
  * @return MQP_OK (free *reply), MQP_ETIMEDOUT, MQP_EINVAL (wildcards, or the reply topic matches
  *         the command topic), and the errors of mqp_pool_acquire and the lease calls.
  */
-MQP_API int mqp_pool_request_legacy(mqp_pool *pool, const char *topic, const void *payload,
+MQP_API mqp_err mqp_pool_request_legacy(mqp_pool *pool, const char *topic, const void *payload,
     size_t len, int qos, const char *reply_topic, mqp_match_cb match, void *match_userdata,
     unsigned timeout_ms, struct mqp_reply *reply);
 
@@ -307,12 +337,12 @@ typedef void (*mqp_acquire_cb)(void *userdata, int result, mqp_lease lease);
  *        callback can run).
  * @return MQP_OK, MQP_EINVAL, MQP_ETOOBIG, MQP_ENOMEM, MQP_ECLOSED.
  */
-MQP_API int mqp_pool_request_async(mqp_pool *pool, const char *topic, const void *payload,
+MQP_API mqp_err mqp_pool_request_async(mqp_pool *pool, const char *topic, const void *payload,
     size_t len, int qos, unsigned timeout_ms, mqp_request_cb cb, void *userdata,
     mqp_ticket *ticket);
 
 /** mqp_pool_publish without waiting; the same contract as mqp_pool_request_async. */
-MQP_API int mqp_pool_publish_async(mqp_pool *pool, const char *topic, const void *payload,
+MQP_API mqp_err mqp_pool_publish_async(mqp_pool *pool, const char *topic, const void *payload,
     size_t len, int qos, int retain, unsigned timeout_ms, mqp_done_cb cb, void *userdata,
     mqp_ticket *ticket);
 
@@ -322,7 +352,7 @@ MQP_API int mqp_pool_publish_async(mqp_pool *pool, const char *topic, const void
  * acquirers share one FIFO. The macro records the caller's file and line for leak reports.
  * @return MQP_OK (the callback will run), MQP_EINVAL, MQP_ENOMEM, MQP_ECLOSED.
  */
-MQP_API int mqp_pool_acquire_async_at(mqp_pool *pool, unsigned timeout_ms, mqp_acquire_cb cb,
+MQP_API mqp_err mqp_pool_acquire_async_at(mqp_pool *pool, unsigned timeout_ms, mqp_acquire_cb cb,
     void *userdata, mqp_ticket *ticket, const char *file, int line);
 #define mqp_pool_acquire_async(pool, timeout_ms, cb, userdata, ticket) \
 	mqp_pool_acquire_async_at(pool, timeout_ms, cb, userdata, ticket, __FILE__, __LINE__)
@@ -337,28 +367,35 @@ MQP_API int mqp_pool_acquire_async_at(mqp_pool *pool, unsigned timeout_ms, mqp_a
  * @return MQP_OK (the cancel is on its way, or the call is gone), MQP_EINVAL (ticket 0),
  *         MQP_ENOMEM, MQP_ECLOSED (the pool is closing: every call completes with MQP_ECLOSED).
  */
-MQP_API int mqp_pool_cancel(mqp_pool *pool, mqp_ticket ticket);
+MQP_API mqp_err mqp_pool_cancel(mqp_pool *pool, mqp_ticket ticket);
 
 /**
  * Stop taking new requests, publishes and acquires (they return MQP_ECLOSED) and wait until every
  * queued and in-flight call has completed and every lease is back (lease calls still work), at
- * most timeout_ms. Afterwards only mqp_pool_stats, mqp_pool_latency and mqp_pool_destroy make
- * sense. @return MQP_OK when idle, MQP_ETIMEDOUT otherwise, MQP_EDEADLK from the pool's thread.
+ * most timeout_ms (MQP_DEFAULT: request_timeout_ms; MQP_NO_WAIT: do not wait, say whether it is
+ * idle). Afterwards only mqp_pool_stats, mqp_pool_latency and mqp_pool_destroy make sense.
+ * @return MQP_OK when idle, MQP_ETIMEDOUT otherwise, MQP_EDEADLK from the pool's thread.
  */
-MQP_API int mqp_pool_drain(mqp_pool *pool, unsigned timeout_ms);
+MQP_API mqp_err mqp_pool_drain(mqp_pool *pool, unsigned timeout_ms);
 
 /** A latency distribution (nanoseconds; percentiles as HdrHistogram reports them). */
 struct mqp_latency {
 	uint64_t count, p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
 };
 
+/** Which latency mqp_pool_latency reports. */
+typedef enum mqp_latency_kind {
+	MQP_LATENCY_REQUEST = 0, /* call to reply, successful requests */
+	MQP_LATENCY_ACQUIRE = 1, /* the wait of successful acquires */
+	MQP_LATENCY_CONNECT = 2, /* connect start to ready (inbox subscribed) */
+} mqp_latency_kind;
+
 /**
- * Latency since creation: requests (call to reply, successful ones), acquire waits (successful
- * acquires), connects (start to ready, inbox subscribed). Any pointer may be NULL; with a NULL
- * pool every output is zero.
+ * Latency since creation, into *out (out_size: sizeof *out; the library fills what both it and
+ * the caller know and zeroes the rest). With a NULL pool or an unknown kind *out is zero.
  */
-MQP_API void mqp_pool_latency(mqp_pool *pool, struct mqp_latency *request,
-    struct mqp_latency *acquire, struct mqp_latency *connect);
+MQP_API void mqp_pool_latency(
+    mqp_pool *pool, mqp_latency_kind kind, struct mqp_latency *out, size_t out_size);
 
 /** A snapshot of the pool's gauges and counters. */
 struct mqp_pool_stats {
@@ -382,8 +419,11 @@ struct mqp_pool_stats {
 	uint64_t connects_ok, connects_failed, connections_lost;
 };
 
-/** Fill *out; with a NULL pool, all zero (a NULL out is ignored). */
-MQP_API void mqp_pool_stats(mqp_pool *pool, struct mqp_pool_stats *out);
+/**
+ * Fill *out (out_size: sizeof *out; the library fills what both it and the caller know and zeroes
+ * the rest); with a NULL pool, all zero (a NULL out is ignored).
+ */
+MQP_API void mqp_pool_stats(mqp_pool *pool, struct mqp_pool_stats *out, size_t out_size);
 
 /**
  * The last connection error, as text ("connect to 127.0.0.1:1: Connection refused", "no CONNACK

@@ -15,11 +15,14 @@
 
 enum { GRACE_MS = 2000 };
 
-/* The absolute deadline of a call that waits timeout_ms (0: the pool's request_timeout_ms). */
+/* The absolute deadline of a call that waits timeout_ms: MQP_DEFAULT is the pool's
+ * request_timeout_ms, MQP_NO_WAIT now (only the calls that allow it get that far). */
 static uint64_t deadline_in(const struct mqp_pool *p, unsigned timeout_ms)
 {
-	return mqc_now_ns()
-	    + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
+	uint64_t now = mqc_now_ns();
+	if (timeout_ms == MQP_NO_WAIT)
+		return now;
+	return now + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
 }
 
 /* Hand op to the I/O thread: op.h's mqp__inbox_post (a refused op is freed). */
@@ -87,9 +90,11 @@ static int check_call(struct mqp_pool *p, const char *topic, int qos)
 	return MQP_OK;
 }
 
-int mqp_pool_request(mqp_pool *p, const char *topic, const void *payload, size_t len, int qos,
+mqp_err mqp_pool_request(mqp_pool *p, const char *topic, const void *payload, size_t len, int qos,
     unsigned timeout_ms, struct mqp_reply *reply)
 {
+	if (timeout_ms == MQP_NO_WAIT) /* it would be sent and given up at once */
+		return MQP_EINVAL;
 	int rc = check_call(p, topic, qos);
 	if (rc != MQP_OK)
 		return rc;
@@ -105,9 +110,11 @@ int mqp_pool_request(mqp_pool *p, const char *topic, const void *payload, size_t
 	return submit_and_wait(p, op, reply, NULL);
 }
 
-int mqp_pool_publish(mqp_pool *p, const char *topic, const void *payload, size_t len, int qos,
+mqp_err mqp_pool_publish(mqp_pool *p, const char *topic, const void *payload, size_t len, int qos,
     int retain, unsigned timeout_ms)
 {
+	if (timeout_ms == MQP_NO_WAIT) /* it would be sent and given up at once */
+		return MQP_EINVAL;
 	int rc = check_call(p, topic, qos);
 	if (rc != MQP_OK)
 		return rc;
@@ -125,7 +132,7 @@ int mqp_pool_publish(mqp_pool *p, const char *topic, const void *payload, size_t
 static int lease_call(mqp_lease *lease, enum op_kind kind, const char *topic, const void *payload,
     size_t len, int qos, int retain, int options, unsigned timeout_ms, struct mqp_message *msg)
 {
-	if (!lease || !lease->pool)
+	if (!lease || !lease->pool || (timeout_ms == MQP_NO_WAIT && kind != OP_LEASE_RECEIVE))
 		return MQP_EINVAL;
 	mqp_pool *p = lease->pool;
 	if (pthread_equal(pthread_self(), p->thread))
@@ -141,12 +148,12 @@ static int lease_call(mqp_lease *lease, enum op_kind kind, const char *topic, co
 	return rc;
 }
 
-int(mqp_pool_acquire)(mqp_pool *p, unsigned timeout_ms, mqp_lease *lease)
+mqp_err(mqp_pool_acquire)(mqp_pool *p, unsigned timeout_ms, mqp_lease *lease)
 {
 	return mqp_pool_acquire_at(p, timeout_ms, lease, NULL, 0);
 }
 
-int mqp_pool_acquire_at(
+mqp_err mqp_pool_acquire_at(
     mqp_pool *p, unsigned timeout_ms, mqp_lease *lease, const char *file, int line)
 {
 	if (!p || !lease)
@@ -168,7 +175,7 @@ int mqp_pool_acquire_at(
 	return rc;
 }
 
-int mqp_lease_subscribe(
+mqp_err mqp_lease_subscribe(
     mqp_lease *lease, const char *filter, int qos, int options, unsigned timeout_ms)
 {
 	if (!filter || !*filter || qos < 0 || qos > 2 || strlen(filter) >= MQP_TOPIC_MAX)
@@ -177,8 +184,8 @@ int mqp_lease_subscribe(
 	    lease, OP_LEASE_SUBSCRIBE, filter, NULL, 0, qos, 0, options, timeout_ms, NULL);
 }
 
-int mqp_lease_publish(mqp_lease *lease, const char *topic, const void *payload, size_t len, int qos,
-    int retain, unsigned timeout_ms)
+mqp_err mqp_lease_publish(mqp_lease *lease, const char *topic, const void *payload, size_t len,
+    int qos, int retain, unsigned timeout_ms)
 {
 	if (!topic || !*topic || strpbrk(topic, "+#") || qos < 0 || qos > 2 || (len && !payload)
 	    || strlen(topic) >= MQP_TOPIC_MAX)
@@ -187,7 +194,7 @@ int mqp_lease_publish(mqp_lease *lease, const char *topic, const void *payload, 
 	    lease, OP_LEASE_PUBLISH, topic, payload, len, qos, retain != 0, 0, timeout_ms, NULL);
 }
 
-int mqp_lease_receive(mqp_lease *lease, unsigned timeout_ms, struct mqp_message *msg)
+mqp_err mqp_lease_receive(mqp_lease *lease, unsigned timeout_ms, struct mqp_message *msg)
 {
 	if (!msg)
 		return MQP_EINVAL;
@@ -212,20 +219,20 @@ static int lease_return(mqp_lease *lease, enum op_kind kind)
 	return submit(p, op, NULL);
 }
 
-int mqp_lease_release(mqp_lease *lease)
+mqp_err mqp_lease_release(mqp_lease *lease)
 {
 	return lease_return(lease, OP_RELEASE);
 }
 
-int mqp_lease_discard(mqp_lease *lease)
+mqp_err mqp_lease_discard(mqp_lease *lease)
 {
 	return lease_return(lease, OP_DISCARD);
 }
 
-int mqp_pool_receive(mqp_pool *p, const char *filter, int qos, int options, unsigned timeout_ms,
+mqp_err mqp_pool_receive(mqp_pool *p, const char *filter, int qos, int options, unsigned timeout_ms,
     struct mqp_message *msg)
 {
-	if (!p || !msg)
+	if (!p || !msg || timeout_ms == MQP_NO_WAIT) /* it subscribes: that takes a round trip */
 		return MQP_EINVAL;
 	*msg = (struct mqp_message) { 0 };
 	uint64_t start = mqc_now_ns();
@@ -256,9 +263,11 @@ static int check_async(
 	return MQP_OK;
 }
 
-int mqp_pool_request_async(mqp_pool *p, const char *topic, const void *payload, size_t len, int qos,
-    unsigned timeout_ms, mqp_request_cb cb, void *userdata, mqp_ticket *ticket)
+mqp_err mqp_pool_request_async(mqp_pool *p, const char *topic, const void *payload, size_t len,
+    int qos, unsigned timeout_ms, mqp_request_cb cb, void *userdata, mqp_ticket *ticket)
 {
+	if (timeout_ms == MQP_NO_WAIT) /* it would be sent and given up at once */
+		return MQP_EINVAL;
 	int rc = check_async(p, topic, qos, payload, len, cb != NULL);
 	if (rc != MQP_OK)
 		return rc;
@@ -273,9 +282,11 @@ int mqp_pool_request_async(mqp_pool *p, const char *topic, const void *payload, 
 	return submit_async(p, op, ticket);
 }
 
-int mqp_pool_publish_async(mqp_pool *p, const char *topic, const void *payload, size_t len, int qos,
-    int retain, unsigned timeout_ms, mqp_done_cb cb, void *userdata, mqp_ticket *ticket)
+mqp_err mqp_pool_publish_async(mqp_pool *p, const char *topic, const void *payload, size_t len,
+    int qos, int retain, unsigned timeout_ms, mqp_done_cb cb, void *userdata, mqp_ticket *ticket)
 {
+	if (timeout_ms == MQP_NO_WAIT) /* it would be sent and given up at once */
+		return MQP_EINVAL;
 	int rc = check_async(p, topic, qos, payload, len, cb != NULL);
 	if (rc != MQP_OK)
 		return rc;
@@ -288,8 +299,8 @@ int mqp_pool_publish_async(mqp_pool *p, const char *topic, const void *payload, 
 	return submit_async(p, op, ticket);
 }
 
-int mqp_pool_acquire_async_at(mqp_pool *p, unsigned timeout_ms, mqp_acquire_cb cb, void *userdata,
-    mqp_ticket *ticket, const char *file, int line)
+mqp_err mqp_pool_acquire_async_at(mqp_pool *p, unsigned timeout_ms, mqp_acquire_cb cb,
+    void *userdata, mqp_ticket *ticket, const char *file, int line)
 {
 	if (!p || !cb)
 		return MQP_EINVAL;
@@ -304,7 +315,7 @@ int mqp_pool_acquire_async_at(mqp_pool *p, unsigned timeout_ms, mqp_acquire_cb c
 	return submit_async(p, op, ticket);
 }
 
-int mqp_pool_cancel(mqp_pool *p, mqp_ticket ticket)
+mqp_err mqp_pool_cancel(mqp_pool *p, mqp_ticket ticket)
 {
 	if (!p || ticket == 0)
 		return MQP_EINVAL;
@@ -316,11 +327,14 @@ int mqp_pool_cancel(mqp_pool *p, mqp_ticket ticket)
 	return submit(p, op, NULL);
 }
 
-int mqp_pool_drain(mqp_pool *p, unsigned timeout_ms)
+mqp_err mqp_pool_drain(mqp_pool *p, unsigned timeout_ms)
 {
 	if (!p)
 		return MQP_EINVAL;
 	if (pthread_equal(pthread_self(), p->thread))
 		return MQP_EDEADLK;
-	return mqp__inbox_drain(&p->inbox, &p->stats.leased, timeout_ms);
+	unsigned wait_ms = timeout_ms == MQP_NO_WAIT ? 0
+	    : timeout_ms == MQP_DEFAULT              ? p->opt.request_timeout_ms
+	                                             : timeout_ms;
+	return mqp__inbox_drain(&p->inbox, &p->stats.leased, wait_ms);
 }

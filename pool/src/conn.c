@@ -189,7 +189,9 @@ static void conn_ready(struct pconn *c)
 	pthread_mutex_lock(&c->pool->report_lock);
 	mqc_hist_record(&c->pool->h_connect, now - c->connect_start);
 	pthread_mutex_unlock(&c->pool->report_lock);
-	c->retire_at = mqp__retire_at(now, lifetime, jitter());
+	c->retire_at = c->pool->opt.max_lifetime_ms == MQP_NEVER
+	    ? UINT64_MAX
+	    : mqp__retire_at(now, lifetime, jitter());
 	atomic_fetch_add(&c->pool->stats.connects_ok, 1);
 	c->pool->backoff_ms = 0;
 	c->pool->connect_failed = false;

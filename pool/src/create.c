@@ -110,13 +110,32 @@ ssl_error:
 	return NULL;
 }
 
-int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options, mqp_pool **out,
+void mqp_pool_options_init(struct mqp_pool_options *options)
+{
+	if (options)
+		*options = (struct mqp_pool_options)MQP_POOL_OPTIONS_INIT;
+}
+
+mqp_err mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options, mqp_pool **out,
     char *err, size_t errlen)
 {
-	static const struct mqp_pool_options defaults = { 0 };
-	const struct mqp_pool_options *o = options ? options : &defaults;
 	if (!out)
 		return fail(err, errlen, MQP_EINVAL, "out is NULL");
+	/* The caller's options over every default: a caller built against an older header has a
+	 * shorter struct, and the fields it does not know keep their defaults. */
+	struct mqp_pool_options given;
+	mqp_pool_options_init(&given);
+	if (options && options->struct_size == 0)
+		return fail(err, errlen, MQP_EINVAL,
+		    "options->struct_size is 0: start from MQP_POOL_OPTIONS_INIT or "
+		    "mqp_pool_options_init()");
+	if (options && options->struct_size > sizeof given)
+		return fail(err, errlen, MQP_EINVAL,
+		    "options->struct_size is larger than this libmqttpool knows: it was compiled "
+		    "against a newer mqttpool.h than the library it runs with");
+	if (options)
+		memcpy(&given, options, options->struct_size);
+	const struct mqp_pool_options *o = &given;
 	*out = NULL;
 	struct mqp_pool *p = calloc(1, sizeof *p);
 	if (!p)
@@ -130,11 +149,8 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 		return fail(err, errlen, MQP_EINVAL, broker_url ? urlerr : "broker_url is NULL");
 	}
 	p->opt = *o;
-	p->opt.max_size = o->max_size ? o->max_size : 10;
-	p->opt.min_size = o->min_size_zero ? 0 : o->min_size ? o->min_size : 2;
 	p->opt.connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : 5000;
 	p->opt.request_timeout_ms = o->request_timeout_ms ? o->request_timeout_ms : 10000;
-	p->opt.max_inflight = o->max_inflight ? o->max_inflight : 64;
 	p->opt.idle_timeout_ms = o->idle_timeout_ms ? o->idle_timeout_ms : 30000;
 	p->opt.max_lifetime_ms = o->max_lifetime_ms ? o->max_lifetime_ms : 1800000;
 	p->opt.eviction_interval_ms = o->eviction_interval_ms ? o->eviction_interval_ms : 10000;
@@ -143,6 +159,17 @@ int mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options,
 	if (p->opt.protocol != 4 && p->opt.protocol != 5) {
 		pool_free(p);
 		return fail(err, errlen, MQP_EINVAL, "protocol must be 5 or 4 (MQTT 3.1.1)");
+	}
+	if (p->opt.max_size == 0 || p->opt.max_inflight == 0) {
+		pool_free(p);
+		return fail(err, errlen, MQP_EINVAL, "max_size and max_inflight must be at least 1");
+	}
+	if (p->opt.connect_timeout_ms >= MQP_NO_WAIT || p->opt.request_timeout_ms >= MQP_NO_WAIT
+	    || p->opt.eviction_interval_ms >= MQP_NO_WAIT) {
+		pool_free(p);
+		return fail(err, errlen, MQP_EINVAL,
+		    "connect_timeout_ms, request_timeout_ms and eviction_interval_ms cannot be "
+		    "MQP_NO_WAIT or MQP_NEVER");
 	}
 	if (p->opt.min_size > p->opt.max_size) {
 		pool_free(p);

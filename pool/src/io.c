@@ -380,7 +380,9 @@ static void housekeeping(struct mqp_pool *p, uint64_t now)
 {
 	unsigned ready, connecting, available;
 	unsigned open = count_open(p, &ready, &connecting, &available);
-	uint64_t idle = (uint64_t)p->opt.idle_timeout_ms * MQC_NS_PER_MS;
+	uint64_t idle = p->opt.idle_timeout_ms == MQP_NEVER
+	    ? UINT64_MAX
+	    : (uint64_t)p->opt.idle_timeout_ms * MQC_NS_PER_MS;
 	for (unsigned i = 0; i < p->opt.max_size; i++) {
 		struct pconn *c = &p->conns[i];
 		enum mqp_evict why = mqp__eviction(c, now, open, p->opt.min_size, idle);
@@ -393,7 +395,7 @@ static void housekeeping(struct mqp_pool *p, uint64_t now)
 		mqp__conn_close(p, c);
 		open--;
 	}
-	if (!p->opt.leak_threshold_ms)
+	if (!p->opt.leak_threshold_ms || p->opt.leak_threshold_ms == MQP_NEVER)
 		return;
 	for (unsigned i = 0; i < p->opt.max_size; i++) {
 		struct lease_info *l = &p->lease_info[i];

@@ -111,10 +111,12 @@ static unsigned left_ms(uint64_t deadline)
 	return now >= deadline ? 1 : (unsigned)((deadline - now) / MQC_NS_PER_MS) + 1;
 }
 
-int mqp_pool_request_legacy(mqp_pool *p, const char *topic, const void *payload, size_t len,
+mqp_err mqp_pool_request_legacy(mqp_pool *p, const char *topic, const void *payload, size_t len,
     int qos, const char *reply_topic, mqp_match_cb match, void *match_userdata, unsigned timeout_ms,
     struct mqp_reply *reply)
 {
+	if (timeout_ms == MQP_NO_WAIT) /* it would be sent and given up at once */
+		return MQP_EINVAL;
 	if (!p || !reply || qos < 0 || qos > 2 || (len && !payload))
 		return MQP_EINVAL;
 	*reply = (struct mqp_reply) { 0 };

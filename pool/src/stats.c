@@ -4,8 +4,17 @@
  * error, and error names. Any thread.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "pool.h"
+
+/* What both sides know of a struct that may grow: the caller's size against the library's. */
+static void fill(void *out, size_t out_size, const void *all, size_t all_size)
+{
+	memcpy(out, all, out_size < all_size ? out_size : all_size);
+	if (out_size > all_size)
+		memset((char *)out + all_size, 0, out_size - all_size);
+}
 
 static void latency_of(const struct mqc_hist *h, struct mqp_latency *out)
 {
@@ -21,59 +30,59 @@ static void latency_of(const struct mqc_hist *h, struct mqp_latency *out)
 	};
 }
 
-void mqp_pool_latency(mqp_pool *p, struct mqp_latency *request, struct mqp_latency *acquire,
-    struct mqp_latency *connect)
+void mqp_pool_latency(mqp_pool *p, mqp_latency_kind kind, struct mqp_latency *out, size_t out_size)
 {
-	if (!p) { /* no pool: no samples */
-		struct mqp_latency *all[] = { request, acquire, connect };
-		for (int i = 0; i < 3; i++)
-			if (all[i])
-				*all[i] = (struct mqp_latency) { 0 };
+	if (!out || !out_size)
 		return;
+	struct mqp_latency all = { 0 };
+	const struct mqc_hist *h = !p     ? NULL
+	    : kind == MQP_LATENCY_REQUEST ? &p->h_request
+	    : kind == MQP_LATENCY_ACQUIRE ? &p->h_acquire
+	    : kind == MQP_LATENCY_CONNECT ? &p->h_connect
+	                                  : NULL;
+	if (h) {
+		pthread_mutex_lock(&p->report_lock);
+		latency_of(h, &all);
+		pthread_mutex_unlock(&p->report_lock);
 	}
-	pthread_mutex_lock(&p->report_lock);
-	latency_of(&p->h_request, request);
-	latency_of(&p->h_acquire, acquire);
-	latency_of(&p->h_connect, connect);
-	pthread_mutex_unlock(&p->report_lock);
+	fill(out, out_size, &all, sizeof all);
 }
 
-void mqp_pool_stats(mqp_pool *p, struct mqp_pool_stats *out)
+void mqp_pool_stats(mqp_pool *p, struct mqp_pool_stats *out, size_t out_size)
 {
-	if (!out)
+	if (!out || !out_size)
 		return;
-	if (!p) {
-		*out = (struct mqp_pool_stats) { 0 };
-		return;
-	}
-	*out = (struct mqp_pool_stats) {
-		.size = atomic_load(&p->stats.size),
-		.ready = atomic_load(&p->stats.ready),
-		.available = atomic_load(&p->stats.available),
-		.connecting = atomic_load(&p->stats.connecting),
-		.inflight = atomic_load(&p->stats.inflight),
-		.queued = atomic_load(&p->stats.queued),
-		.leased = atomic_load(&p->stats.leased),
-		.acquires = atomic_load(&p->stats.acquires),
-		.acquire_timeouts = atomic_load(&p->stats.acquire_timeouts),
-		.releases = atomic_load(&p->stats.releases),
-		.double_releases = atomic_load(&p->stats.double_releases),
-		.stale_dropped = atomic_load(&p->stats.stale_dropped),
-		.waits = atomic_load(&p->stats.waits),
-		.cancels = atomic_load(&p->stats.cancels),
-		.closes_idle = atomic_load(&p->stats.closes_idle),
-		.closes_lifetime = atomic_load(&p->stats.closes_lifetime),
-		.leaks = atomic_load(&p->stats.leaks),
-		.requests = atomic_load(&p->stats.requests),
-		.replies = atomic_load(&p->stats.replies),
-		.timeouts = atomic_load(&p->stats.timeouts),
-		.late_replies = atomic_load(&p->stats.late_replies),
-		.strays = atomic_load(&p->stats.strays),
-		.publishes = atomic_load(&p->stats.publishes),
-		.connects_ok = atomic_load(&p->stats.connects_ok),
-		.connects_failed = atomic_load(&p->stats.connects_failed),
-		.connections_lost = atomic_load(&p->stats.connections_lost),
-	};
+	struct mqp_pool_stats all = { 0 };
+	if (p)
+		all = (struct mqp_pool_stats) {
+			.size = atomic_load(&p->stats.size),
+			.ready = atomic_load(&p->stats.ready),
+			.available = atomic_load(&p->stats.available),
+			.connecting = atomic_load(&p->stats.connecting),
+			.inflight = atomic_load(&p->stats.inflight),
+			.queued = atomic_load(&p->stats.queued),
+			.leased = atomic_load(&p->stats.leased),
+			.acquires = atomic_load(&p->stats.acquires),
+			.acquire_timeouts = atomic_load(&p->stats.acquire_timeouts),
+			.releases = atomic_load(&p->stats.releases),
+			.double_releases = atomic_load(&p->stats.double_releases),
+			.stale_dropped = atomic_load(&p->stats.stale_dropped),
+			.waits = atomic_load(&p->stats.waits),
+			.cancels = atomic_load(&p->stats.cancels),
+			.closes_idle = atomic_load(&p->stats.closes_idle),
+			.closes_lifetime = atomic_load(&p->stats.closes_lifetime),
+			.leaks = atomic_load(&p->stats.leaks),
+			.requests = atomic_load(&p->stats.requests),
+			.replies = atomic_load(&p->stats.replies),
+			.timeouts = atomic_load(&p->stats.timeouts),
+			.late_replies = atomic_load(&p->stats.late_replies),
+			.strays = atomic_load(&p->stats.strays),
+			.publishes = atomic_load(&p->stats.publishes),
+			.connects_ok = atomic_load(&p->stats.connects_ok),
+			.connects_failed = atomic_load(&p->stats.connects_failed),
+			.connections_lost = atomic_load(&p->stats.connections_lost),
+		};
+	fill(out, out_size, &all, sizeof all);
 }
 
 const char *mqp_pool_last_error(mqp_pool *p, char *buf, size_t len)

@@ -122,7 +122,7 @@ static void async_publish_and_discard(void **state)
 	assert_int_equal(mqp_lease_discard(&lease), MQP_OK);
 	assert_int_equal(mqp_lease_discard(&lease), MQP_ERELEASED);
 	struct mqp_pool_stats st;
-	mqp_pool_stats(p, &st);
+	mqp_pool_stats(p, &st, sizeof st);
 	assert_int_equal(st.leased, 0);
 	assert_int_equal(st.double_releases, 1);
 	assert_int_equal(st.connections_lost, 0); /* our own close is not a loss */
@@ -180,7 +180,9 @@ static void async_calls_can_be_cancelled(void **state)
 	assert_int_equal(mqp_pool_cancel(p, 0), MQP_EINVAL);
 
 	/* Async acquire: waits in the same FIFO as blocking acquirers; cancellable while it waits. */
-	struct mqp_pool_options o = { .max_size = 1, .min_size = 1 };
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.max_size = 1;
+	o.min_size = 1;
 	mqp_pool *q = new_pool(tb_test_info()->mqtt_url, &o);
 	mqp_lease held;
 	assert_int_equal(mqp_pool_acquire(q, 3000, &held), MQP_OK);
@@ -206,9 +208,9 @@ static void async_calls_can_be_cancelled(void **state)
 	assert_int_equal(atomic_load(&x.calls), 1);
 	assert_int_equal(atomic_load(&y.calls), 1);
 	struct mqp_pool_stats st;
-	mqp_pool_stats(p, &st);
+	mqp_pool_stats(p, &st, sizeof st);
 	assert_int_equal(st.cancels, N / 2);
-	mqp_pool_stats(q, &st);
+	mqp_pool_stats(q, &st, sizeof st);
 	assert_int_equal(st.cancels, 1);
 	assert_true(st.waits >= 2);
 	assert_int_equal(st.leased, 0);

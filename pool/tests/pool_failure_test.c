@@ -27,7 +27,8 @@ static void unreachable_broker_fails_fast_with_the_reason(void **state)
 	(void)state;
 	mqp_pool *p = NULL;
 	char err[256];
-	struct mqp_pool_options o = { .min_size_zero = 1 };
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.min_size = 0;
 	assert_int_equal(mqp_pool_new("mqtt://127.0.0.1:1", &o, &p, err, sizeof err), MQP_OK);
 	struct mqp_reply reply;
 	uint64_t t0 = mqc_now_ns();
@@ -37,12 +38,14 @@ static void unreachable_broker_fails_fast_with_the_reason(void **state)
 	assert_non_null(strstr(err, "127.0.0.1:1"));
 	assert_non_null(strstr(err, "refused"));
 	struct mqp_pool_stats st;
-	mqp_pool_stats(p, &st);
+	mqp_pool_stats(p, &st, sizeof st);
 	assert_true(st.connects_failed >= 1);
 	mqp_pool_destroy(p);
 
 	const struct tb_info *i = tb_test_info();
-	struct mqp_pool_options bad = { .username = i->username, .password = "wrong" };
+	struct mqp_pool_options bad = MQP_POOL_OPTIONS_INIT;
+	bad.username = i->username;
+	bad.password = "wrong";
 	assert_int_equal(mqp_pool_new(i->mqtt_url, &bad, &p, err, sizeof err), MQP_OK);
 	assert_int_equal(mqp_pool_request(p, "x/cmd", "x", 1, 0, 10000, &reply), MQP_ECONNECT);
 	mqp_pool_last_error(p, err, sizeof err);
@@ -145,7 +148,7 @@ static void broker_restart_mid_load_recovers(void **state)
 		failed += l[i].failed;
 	}
 	struct mqp_pool_stats st;
-	mqp_pool_stats(p, &st);
+	mqp_pool_stats(p, &st, sizeof st);
 	print_message("restart: ok %d failed %d lost %llu\n", ok, failed,
 	    (unsigned long long)st.connections_lost);
 	assert_true(ok > 0);
@@ -164,7 +167,10 @@ static void a_request_that_never_gets_a_connection_is_exhausted(void **state)
 	/* One connection carrying one request at most: a second request waits in the queue and,
 	 * never sent, ends with MQP_EEXHAUSTED rather than a timeout that hides whether the device
 	 * got it. */
-	struct mqp_pool_options o = { .max_size = 1, .min_size = 1, .max_inflight = 1 };
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.max_size = 1;
+	o.min_size = 1;
+	o.max_inflight = 1;
 	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
 	static struct done_call first;
 	atomic_store(&first.calls, 0);
@@ -181,7 +187,7 @@ static void a_request_that_never_gets_a_connection_is_exhausted(void **state)
 	    mqp_pool_request_async(p, "mute/cmd", "x", 1, 0, 5000, on_async_reply, &busy, NULL),
 	    MQP_OK);
 	assert_int_equal(mqp_pool_request(p, "mute/cmd", "y", 1, 0, 200, &reply), MQP_EEXHAUSTED);
-	mqp_pool_stats(p, &st);
+	mqp_pool_stats(p, &st, sizeof st);
 	assert_int_equal(st.requests, 1); /* the second was never published */
 	assert_true(st.waits >= 1);
 	assert_string_equal(

@@ -28,7 +28,9 @@ static void a_lease_cannot_take_over_the_inbox(void **state)
 {
 	(void)state;
 	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "inbox/cmd", NULL);
-	struct mqp_pool_options o = { .min_size = 1, .max_size = 1 };
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.min_size = 1;
+	o.max_size = 1;
 	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
 	struct mqp_reply reply;
 	assert_int_equal(mqp_pool_request(p, "inbox/cmd", "a", 1, 0, 3000, &reply), MQP_OK);
@@ -77,7 +79,7 @@ static void lease_subscribe_receive_release(void **state)
 	assert_int_equal(mqp_lease_receive(&copy, 100, &m), MQP_ERELEASED);
 	assert_int_equal(mqp_lease_publish(&copy, "lease/b", "x", 1, 0, 0, 100), MQP_ERELEASED);
 	struct mqp_pool_stats st;
-	mqp_pool_stats(p, &st);
+	mqp_pool_stats(p, &st, sizeof st);
 	assert_int_equal(st.acquires, 1);
 	assert_int_equal(st.releases, 1);
 	assert_int_equal(st.double_releases, 1);
@@ -90,7 +92,9 @@ static void released_backlog_never_reaches_the_next_borrower(void **state)
 {
 	(void)state;
 	/* One connection, so the second lease is on the very same connection. */
-	struct mqp_pool_options o = { .max_size = 1, .min_size = 1 };
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.max_size = 1;
+	o.min_size = 1;
 	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
 	struct tb_client *out = outside_client();
 	mqp_lease a;
@@ -113,7 +117,7 @@ static void released_backlog_never_reaches_the_next_borrower(void **state)
 	mqp_message_free(&m);
 	assert_int_equal(mqp_lease_receive(&b, 300, &m), MQP_ETIMEDOUT);
 	struct mqp_pool_stats st;
-	mqp_pool_stats(p, &st);
+	mqp_pool_stats(p, &st, sizeof st);
 	print_message("stale dropped: %llu\n", (unsigned long long)st.stale_dropped);
 	assert_true(st.stale_dropped >= 199);
 	assert_int_equal(mqp_lease_release(&b), MQP_OK);
@@ -141,7 +145,9 @@ static void *acquire_one(void *arg)
 static void acquire_waits_in_fifo_order_and_times_out(void **state)
 {
 	(void)state;
-	struct mqp_pool_options o = { .max_size = 1, .min_size = 1 };
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.max_size = 1;
+	o.min_size = 1;
 	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
 	mqp_lease held;
 	assert_int_equal(mqp_pool_acquire(p, 3000, &held), MQP_OK);
@@ -164,20 +170,22 @@ static void acquire_waits_in_fifo_order_and_times_out(void **state)
 		assert_int_equal(w[i].rc, MQP_OK);
 	assert_true(w[0].got_at <= w[1].got_at && w[1].got_at <= w[2].got_at);
 	struct mqp_pool_stats st;
-	mqp_pool_stats(p, &st);
+	mqp_pool_stats(p, &st, sizeof st);
 	assert_int_equal(st.acquire_timeouts, 1);
 	assert_int_equal(st.size, 1);
 	/* The timed-out acquire and the three waiters (and the first, if the pool was not warm). */
 	assert_true(st.waits >= 4 && st.waits <= 5);
 	/* Every lease is back: the one connection is available again (gauges follow within a loop). */
 	uint64_t until = mqc_now_ns() + 2 * MQC_NS_PER_S;
-	for (mqp_pool_stats(p, &st); (st.available != 1 || st.leased != 0) && mqc_now_ns() < until;
-	     mqp_pool_stats(p, &st))
+	for (mqp_pool_stats(p, &st, sizeof st);
+	     (st.available != 1 || st.leased != 0) && mqc_now_ns() < until;
+	     mqp_pool_stats(p, &st, sizeof st))
 		nanosleep(&(struct timespec) { .tv_nsec = 1000000 }, NULL);
 	assert_int_equal(st.available, 1);
 	assert_int_equal(mqp_pool_acquire(p, 3000, &held), MQP_OK);
 	until = mqc_now_ns() + 2 * MQC_NS_PER_S;
-	for (mqp_pool_stats(p, &st); st.available != 0 && mqc_now_ns() < until; mqp_pool_stats(p, &st))
+	for (mqp_pool_stats(p, &st, sizeof st); st.available != 0 && mqc_now_ns() < until;
+	     mqp_pool_stats(p, &st, sizeof st))
 		nanosleep(&(struct timespec) { .tv_nsec = 1000000 }, NULL);
 	assert_int_equal(st.available, 0); /* borrowed is not available */
 	assert_int_equal(mqp_lease_release(&held), MQP_OK);
@@ -223,7 +231,7 @@ static void one_shot_receive_and_requests_beside_a_lease(void **state)
 	}
 	assert_int_equal(mqp_lease_release(&lease), MQP_OK);
 	struct mqp_pool_stats st;
-	mqp_pool_stats(p, &st);
+	mqp_pool_stats(p, &st, sizeof st);
 	assert_int_equal(st.leased, 0);
 	assert_int_equal(st.double_releases, 0);
 	mqp_pool_destroy(p);
@@ -250,10 +258,11 @@ static void a_lease_held_too_long_is_reported_with_its_origin(void **state)
 {
 	(void)state;
 	struct log_capture logs = { .lock = PTHREAD_MUTEX_INITIALIZER };
-	struct mqp_pool_options o = { .leak_threshold_ms = 200,
-		.eviction_interval_ms = 50,
-		.log_cb = capture_log,
-		.userdata = &logs };
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.leak_threshold_ms = 200;
+	o.eviction_interval_ms = 50;
+	o.log_cb = capture_log;
+	o.userdata = &logs;
 	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
 	mqp_lease lease;
 	uint64_t acquired = mqc_now_ns();
@@ -262,12 +271,12 @@ static void a_lease_held_too_long_is_reported_with_its_origin(void **state)
 	struct mqp_pool_stats st;
 	do { /* the report is the event: housekeeping runs every 50 ms */
 		nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
-		mqp_pool_stats(p, &st);
+		mqp_pool_stats(p, &st, sizeof st);
 	} while (st.leaks == 0 && mqc_now_ns() - acquired < 5 * MQC_NS_PER_S);
 	assert_int_equal(st.leaks, 1);
 	assert_true(mqc_now_ns() - acquired >= 200 * MQC_NS_PER_MS);  /* not before the threshold */
 	nanosleep(&(struct timespec) { .tv_nsec = 200000000 }, NULL); /* four more housekeeping runs */
-	mqp_pool_stats(p, &st);
+	mqp_pool_stats(p, &st, sizeof st);
 	assert_int_equal(st.leaks, 1); /* reported once */
 	char where[64];
 	snprintf(where, sizeof where, "pool_leases_test.c:%d", line);
@@ -313,7 +322,10 @@ static void mqtt311_leases_work_and_are_discarded_after_subscribing(void **state
 	(void)state;
 	struct tb_responder r
 	    = tb_test_responder(RESPONDER_PATH, "--filter", "v3/+/cmd", "--protocol", "3.1.1", NULL);
-	struct mqp_pool_options o = { .protocol = 4, .max_size = 1, .min_size = 1 };
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.protocol = 4;
+	o.max_size = 1;
+	o.min_size = 1;
 	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
 	struct mqp_reply reply;
 	assert_int_equal(mqp_pool_request(p, "v3/d/cmd", "x", 1, 0, 1000, &reply), MQP_EINVAL);
@@ -333,11 +345,11 @@ static void mqtt311_leases_work_and_are_discarded_after_subscribing(void **state
 	assert_int_equal(mqp_lease_receive(&a, 3000, &m), MQP_OK);
 	mqp_message_free(&m);
 	struct mqp_pool_stats before;
-	mqp_pool_stats(p, &before);
+	mqp_pool_stats(p, &before, sizeof before);
 	assert_int_equal(mqp_lease_release(&a), MQP_OK);
 	assert_int_equal(mqp_pool_acquire(p, 3000, &b), MQP_OK);
 	struct mqp_pool_stats after;
-	mqp_pool_stats(p, &after);
+	mqp_pool_stats(p, &after, sizeof after);
 	assert_int_equal(after.connects_ok, before.connects_ok + 1); /* a fresh connection */
 	assert_int_equal(mqp_lease_subscribe(&b, "v3backlog/#", 1, 0, 3000), MQP_OK);
 	assert_int_equal(tb_client_publish(out, "v3backlog/new", "new", 3, 1, false, NULL), 0);
@@ -346,7 +358,8 @@ static void mqtt311_leases_work_and_are_discarded_after_subscribing(void **state
 	mqp_message_free(&m);
 	assert_int_equal(mqp_lease_receive(&b, 300, &m), MQP_ETIMEDOUT);
 	assert_int_equal(mqp_lease_release(&b), MQP_OK);
-	struct mqp_pool_options bad = { .protocol = 3 };
+	struct mqp_pool_options bad = MQP_POOL_OPTIONS_INIT;
+	bad.protocol = 3;
 	mqp_pool *q = NULL;
 	char err[128];
 	assert_int_equal(mqp_pool_new(tb_test_info()->mqtt_url, &bad, &q, err, sizeof err), MQP_EINVAL);
@@ -401,7 +414,9 @@ static void an_abandoned_acquire_never_strands_a_lease(void **state)
 {
 	(void)state;
 	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "stall/cmd", NULL);
-	struct mqp_pool_options o = { .min_size = 2, .max_size = 2 };
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.min_size = 2;
+	o.max_size = 2;
 	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
 	struct two_leases t;
 	assert_int_equal(mqp_pool_acquire(p, 3000, &t.l[0]), MQP_OK);
@@ -417,7 +432,7 @@ static void an_abandoned_acquire_never_strands_a_lease(void **state)
 	assert_true(wait_flag(&a_done, 5000));
 	struct mqp_pool_stats st = { 0 };
 	for (int k = 0; k < 100; k++) {
-		mqp_pool_stats(p, &st);
+		mqp_pool_stats(p, &st, sizeof st);
 		if (st.leased == 0)
 			break;
 		nanosleep(&(struct timespec) { .tv_nsec = 20000000 }, NULL);

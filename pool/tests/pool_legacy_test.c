@@ -88,7 +88,7 @@ static void legacy_fixed_reply_topic_is_safe(void **state)
 	assert_string_equal(reply.payload, "ok!");
 	mqp_reply_free(&reply);
 	struct mqp_pool_stats st;
-	mqp_pool_stats(p, &st);
+	mqp_pool_stats(p, &st, sizeof st);
 	assert_int_equal(st.leased, 0);
 	mqp_pool_destroy(p);
 	tb_test_responder_stop(&r);

@@ -78,8 +78,11 @@ static void destroy_completes_waiting_callers(void **state)
 static void idle_connections_above_min_close(void **state)
 {
 	(void)state;
-	struct mqp_pool_options o
-	    = { .max_size = 3, .min_size = 1, .idle_timeout_ms = 300, .eviction_interval_ms = 100 };
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.max_size = 3;
+	o.min_size = 1;
+	o.idle_timeout_ms = 300;
+	o.eviction_interval_ms = 100;
 	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
 	mqp_lease l[3];
 	for (int i = 0; i < 3; i++)
@@ -87,14 +90,14 @@ static void idle_connections_above_min_close(void **state)
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(mqp_lease_release(&l[i]), MQP_OK);
 	struct mqp_pool_stats st;
-	mqp_pool_stats(p, &st);
+	mqp_pool_stats(p, &st, sizeof st);
 	assert_int_equal(st.size, 3);
 	uint64_t released = mqc_now_ns();
 	WAIT_FOR_STATS(p, st, st.closes_idle == 2, 5000);
 	assert_int_equal(st.closes_idle, 2);
 	assert_true(mqc_now_ns() - released >= 300 * MQC_NS_PER_MS);  /* not before idle_timeout */
 	nanosleep(&(struct timespec) { .tv_nsec = 300000000 }, NULL); /* three more evictions */
-	mqp_pool_stats(p, &st);
+	mqp_pool_stats(p, &st, sizeof st);
 	assert_int_equal(st.size, 1); /* back to min_size, never below */
 	assert_int_equal(st.closes_idle, 2);
 	mqp_pool_destroy(p);
@@ -104,8 +107,11 @@ static void old_connections_retire_without_failing_requests(void **state)
 {
 	(void)state;
 	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "life/cmd", NULL);
-	struct mqp_pool_options o
-	    = { .max_size = 1, .min_size = 1, .max_lifetime_ms = 300, .eviction_interval_ms = 50 };
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.max_size = 1;
+	o.min_size = 1;
+	o.max_lifetime_ms = 300;
+	o.eviction_interval_ms = 50;
 	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
 	for (int i = 0; i < 15; i++) {
 		struct mqp_reply reply;
@@ -114,7 +120,7 @@ static void old_connections_retire_without_failing_requests(void **state)
 		nanosleep(&(struct timespec) { .tv_nsec = 100000000 }, NULL);
 	}
 	struct mqp_pool_stats st;
-	mqp_pool_stats(p, &st);
+	mqp_pool_stats(p, &st, sizeof st);
 	assert_true(st.closes_lifetime >= 2);
 	assert_true(st.connects_ok >= 3);
 	assert_int_equal(st.connections_lost, 0);
@@ -165,7 +171,7 @@ static void destroy_from_callback(void *userdata, int result, const struct mqp_r
 	if (atomic_fetch_add(&d->calls, 1) == 0) {
 		mqp_pool_destroy(d->pool);
 		struct mqp_pool_stats st; /* still usable until this callback returns */
-		mqp_pool_stats(d->pool, &st);
+		mqp_pool_stats(d->pool, &st, sizeof st);
 	}
 }
 

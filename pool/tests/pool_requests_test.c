@@ -22,6 +22,53 @@
 #include "pool_test_util.h"
 #include "tb_test.h"
 
+/* The structs that may grow: sizes checked, an older caller's shorter struct still works. */
+static void options_and_stats_carry_their_size(void **state)
+{
+	(void)state;
+	const char *url = tb_test_info()->mqtt_url;
+	mqp_pool *p = NULL;
+	char err[256] = "";
+	struct mqp_pool_options o = { 0 }; /* not initialised */
+	assert_int_equal(mqp_pool_new(url, &o, &p, err, sizeof err), MQP_EINVAL);
+	assert_non_null(strstr(err, "MQP_POOL_OPTIONS_INIT"));
+	assert_null(p);
+	mqp_pool_options_init(&o);
+	assert_int_equal(o.struct_size, sizeof o);
+	assert_int_equal(o.max_size, 10);
+	assert_int_equal(o.min_size, 2);
+	o.struct_size = sizeof o + 8; /* a newer header than this library */
+	assert_int_equal(mqp_pool_new(url, &o, &p, err, sizeof err), MQP_EINVAL);
+	assert_non_null(strstr(err, "newer"));
+	/* An older caller: a struct that ends before the credentials. The fields it does not have
+	 * take their defaults, so this pool connects without a user and is refused: a connect
+	 * error, proof that nothing past struct_size was read. */
+	struct mqp_pool_options older = MQP_POOL_OPTIONS_INIT;
+	older.struct_size = offsetof(struct mqp_pool_options, username);
+	older.min_size = 0;
+	older.max_size = 1;
+	older.username = "never-read";
+	assert_int_equal(mqp_pool_new(url, &older, &p, err, sizeof err), MQP_OK);
+	struct mqp_reply reply;
+	assert_int_equal(mqp_pool_request(p, "size/cmd", "x", 1, 0, 3000, &reply), MQP_ECONNECT);
+	/* Stats into a shorter struct: only what fits is written. */
+	struct mqp_pool_stats st;
+	memset(&st, 0xab, sizeof st);
+	mqp_pool_stats(p, &st, offsetof(struct mqp_pool_stats, connections_lost));
+	assert_true(st.connects_failed >= 1);
+	unsigned char *tail = (unsigned char *)&st + offsetof(struct mqp_pool_stats, connections_lost);
+	assert_int_equal(tail[0], 0xab);
+	/* MQP_NO_WAIT: an acquire takes what is ready now (nothing: the broker refuses us), a
+	 * drain says whether the pool is idle. */
+	mqp_lease lease;
+	uint64_t t0 = mqc_now_ns();
+	int rc = mqp_pool_acquire(p, MQP_NO_WAIT, &lease);
+	assert_true(rc == MQP_ETIMEDOUT || rc == MQP_ECONNECT);
+	assert_true(mqc_now_ns() - t0 < 1000 * MQC_NS_PER_MS);
+	assert_int_equal(mqp_pool_drain(p, MQP_NO_WAIT), MQP_OK);
+	mqp_pool_destroy(p);
+}
+
 static void two_pools_in_one_process_do_not_collide(void **state)
 {
 	(void)state;
@@ -38,8 +85,8 @@ static void two_pools_in_one_process_do_not_collide(void **state)
 		mqp_reply_free(&rb);
 	}
 	struct mqp_pool_stats sa, sb;
-	mqp_pool_stats(a, &sa);
-	mqp_pool_stats(b, &sb);
+	mqp_pool_stats(a, &sa, sizeof sa);
+	mqp_pool_stats(b, &sb, sizeof sb);
 	assert_int_equal(sa.connections_lost + sb.connections_lost, 0); /* no session takeover */
 	mqp_pool_destroy(a);
 	mqp_pool_destroy(b);
@@ -65,13 +112,15 @@ static void request_round_trip(void **state)
 	mqp_reply_free(&reply);
 	assert_int_equal(mqp_pool_publish(p, "rt/other", "x", 1, 1, 0, 5000), MQP_OK);
 	struct mqp_latency req, acq, conn;
-	mqp_pool_latency(p, &req, &acq, &conn);
+	mqp_pool_latency(p, MQP_LATENCY_REQUEST, &req, sizeof req);
+	mqp_pool_latency(p, MQP_LATENCY_ACQUIRE, &acq, sizeof acq);
+	mqp_pool_latency(p, MQP_LATENCY_CONNECT, &conn, sizeof conn);
 	assert_int_equal(req.count, 3);
 	assert_true(req.p50_ns > 0 && req.p50_ns <= req.max_ns);
 	assert_int_equal(acq.count, 0);
 	assert_true(conn.count >= 1 && conn.p50_ns > 0);
 	struct mqp_pool_stats st;
-	mqp_pool_stats(p, &st);
+	mqp_pool_stats(p, &st, sizeof st);
 	assert_int_equal(st.requests, 3);
 	assert_int_equal(st.replies, 3);
 	assert_int_equal(st.publishes, 1);
@@ -88,10 +137,13 @@ static void bad_arguments_are_refused(void **state)
 	assert_int_equal(mqp_pool_new("http://x", NULL, &p, err, sizeof err), MQP_EINVAL);
 	assert_non_null(strstr(err, "scheme"));
 	assert_null(p);
-	struct mqp_pool_options o = { .min_size = 5, .max_size = 2 };
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.min_size = 5;
+	o.max_size = 2;
 	assert_int_equal(mqp_pool_new("mqtt://127.0.0.1:1", &o, &p, err, sizeof err), MQP_EINVAL);
 	assert_non_null(strstr(err, "min_size"));
-	struct mqp_pool_options tls = { .cafile = "/nonexistent/ca.crt" };
+	struct mqp_pool_options tls = MQP_POOL_OPTIONS_INIT;
+	tls.cafile = "/nonexistent/ca.crt";
 	assert_int_equal(mqp_pool_new("mqtts://127.0.0.1:1", &tls, &p, err, sizeof err), MQP_ETLS);
 	p = new_pool(tb_test_info()->mqtt_url, NULL);
 	struct mqp_reply reply;
@@ -100,18 +152,25 @@ static void bad_arguments_are_refused(void **state)
 	assert_int_equal(mqp_pool_request(p, "a", "x", 1, 3, 100, &reply), MQP_EINVAL);
 	assert_int_equal(mqp_pool_request(p, "a", NULL, 1, 0, 100, &reply), MQP_EINVAL);
 	assert_int_equal(mqp_pool_publish(p, "a/#", "x", 1, 0, 0, 100), MQP_EINVAL);
+	/* MQP_NO_WAIT only where a call can return what is ready now. */
+	assert_int_equal(mqp_pool_request(p, "a", "x", 1, 0, MQP_NO_WAIT, &reply), MQP_EINVAL);
+	assert_int_equal(mqp_pool_publish(p, "a", "x", 1, 0, 0, MQP_NO_WAIT), MQP_EINVAL);
+	struct mqp_latency lat7 = { .count = 7 };
+	mqp_pool_latency(p, (mqp_latency_kind)99, &lat7, sizeof lat7); /* an unknown kind: zero */
+	assert_int_equal(lat7.count, 0);
 	mqp_pool_destroy(p);
 	mqp_pool_destroy(NULL);
 	/* No error buffer: the TLS failure is still reported, and nothing writes into itself. */
 	assert_int_equal(mqp_pool_new("mqtts://127.0.0.1:1", &tls, &p, NULL, 0), MQP_ETLS);
 	/* The accessors take a NULL pool. */
 	struct mqp_pool_stats st = { .size = 7 };
-	mqp_pool_stats(NULL, &st);
+	mqp_pool_stats(NULL, &st, sizeof st);
 	assert_int_equal(st.size, 0);
-	mqp_pool_stats(NULL, NULL);
+	mqp_pool_stats(NULL, NULL, 0);
 	struct mqp_latency lat = { .count = 7 };
-	mqp_pool_latency(NULL, &lat, NULL, NULL);
+	mqp_pool_latency(NULL, MQP_LATENCY_REQUEST, &lat, sizeof lat);
 	assert_int_equal(lat.count, 0);
+
 	char why[64];
 	assert_string_equal(mqp_pool_last_error(NULL, why, sizeof why), "no pool (NULL)");
 	assert_string_equal(mqp_strerror(MQP_ETIMEDOUT), "timed out");
@@ -130,7 +189,7 @@ static void timeout_when_the_device_never_answers(void **state)
 	uint64_t took = mqc_now_ns() - t0;
 	assert_true(took >= 300 * MQC_NS_PER_MS && took < 1300 * MQC_NS_PER_MS);
 	struct mqp_pool_stats st;
-	mqp_pool_stats(p, &st);
+	mqp_pool_stats(p, &st, sizeof st);
 	assert_int_equal(st.timeouts, 1);
 	assert_int_equal(st.inflight, 0);
 	mqp_pool_destroy(p);
@@ -144,7 +203,9 @@ static void adversarial_device_never_crosses_replies(void **state)
 	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "adv/+/cmd",
 	    "--duplicate", "0.2", "--stray", "0.2", "--late", "0.05", "--late-delay", "400ms",
 	    "--jitter", "5ms", "--seed", "11", NULL);
-	struct mqp_pool_options o = { .max_size = 4, .max_inflight = 16 };
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.max_size = 4;
+	o.max_inflight = 16;
 	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
 	enum { THREADS = 8, EACH = 150 };
 	pthread_t t[THREADS];
@@ -211,7 +272,9 @@ static void a_device_cannot_forge_replies_to_other_devices(void **state)
 	assert_int_equal(tb_client_connect(&ao, &mallory, &reason, err, sizeof err), 0);
 	assert_int_equal(tb_client_subscribe(mallory, "devices/mqp-limited/commands/+", 1, 0, NULL), 1);
 
-	struct mqp_pool_options o = { .min_size = 1, .max_size = 1 };
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.min_size = 1;
+	o.max_size = 1;
 	mqp_pool *p = new_pool(i->mqtt_url, &o);
 	struct mqp_reply r;
 	assert_int_equal(mqp_pool_request(p, "devices/mqp-limited/commands/peek", "x", 1, 0, 300, &r),
@@ -228,7 +291,7 @@ static void a_device_cannot_forge_replies_to_other_devices(void **state)
 	assert_int_equal(corr_len, 16);
 
 	struct mqp_pool_stats before, after;
-	mqp_pool_stats(p, &before);
+	mqp_pool_stats(p, &before, sizeof before);
 	int forged = 0;
 	for (int k = 0; k < 6; k++) {
 		struct victim_call v = { .pool = p };
@@ -264,7 +327,7 @@ static void a_device_cannot_forge_replies_to_other_devices(void **state)
 	}
 	/* Every forgery reached the pool and was counted, none delivered. */
 	for (int w = 0; w < 200; w++) {
-		mqp_pool_stats(p, &after);
+		mqp_pool_stats(p, &after, sizeof after);
 		if (after.strays + after.late_replies - before.strays - before.late_replies
 		    >= (uint64_t)forged)
 			break;
@@ -287,7 +350,8 @@ static void tls_with_one_shared_context(void **state)
 	(void)state;
 	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "tls/cmd", NULL);
 	const struct tb_info *i = tb_test_info();
-	struct mqp_pool_options o = { .max_size = 3 };
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.max_size = 3;
 	mqp_pool *p = new_pool(i->mqtts_url, &o);
 	struct mqp_reply reply;
 	assert_int_equal(mqp_pool_request(p, "tls/cmd", "secure", 6, 0, 5000, &reply), MQP_OK);
@@ -295,12 +359,15 @@ static void tls_with_one_shared_context(void **state)
 	mqp_reply_free(&reply);
 	mqp_pool_destroy(p);
 	/* The wrong CA: a clear connect error, not a timeout. */
-	struct mqp_pool_options wrong = { .cafile = i->client_cert, .min_size_zero = 1 };
+	struct mqp_pool_options wrong = MQP_POOL_OPTIONS_INIT;
+	wrong.cafile = i->client_cert;
+	wrong.min_size = 0;
 	p = new_pool(i->mqtts_url, &wrong);
 	assert_int_equal(mqp_pool_request(p, "tls/cmd", "x", 1, 0, 5000, &reply), MQP_ECONNECT);
 	mqp_pool_destroy(p);
 	/* No cafile: the system's trust store, which does not know the test CA: refused too. */
-	struct mqp_pool_options system = { .min_size_zero = 1 };
+	struct mqp_pool_options system = MQP_POOL_OPTIONS_INIT;
+	system.min_size = 0;
 	char err[256];
 	assert_int_equal(mqp_pool_new(i->mqtts_url, &system, &p, err, sizeof err), MQP_OK);
 	assert_int_equal(mqp_pool_request(p, "tls/cmd", "x", 1, 0, 5000, &reply), MQP_ECONNECT);
@@ -313,6 +380,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(request_round_trip),
 		cmocka_unit_test(bad_arguments_are_refused),
+		cmocka_unit_test(options_and_stats_carry_their_size),
 		cmocka_unit_test(two_pools_in_one_process_do_not_collide),
 		cmocka_unit_test(timeout_when_the_device_never_answers),
 		cmocka_unit_test(adversarial_device_never_crosses_replies),

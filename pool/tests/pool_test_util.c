@@ -24,7 +24,7 @@
 mqp_pool *new_pool(const char *url, struct mqp_pool_options *o)
 {
 	const struct tb_info *i = tb_test_info();
-	struct mqp_pool_options defaults = { 0 };
+	struct mqp_pool_options defaults = MQP_POOL_OPTIONS_INIT;
 	if (!o)
 		o = &defaults;
 	o->username = i->username;

@@ -52,10 +52,10 @@ void on_published(void *userdata, int result);
 #define WAIT_FOR_STATS(p, st, cond, timeout_ms)                                \
 	do {                                                                       \
 		uint64_t until_ = mqc_now_ns() + (uint64_t)(timeout_ms)*MQC_NS_PER_MS; \
-		mqp_pool_stats((p), &(st));                                            \
+		mqp_pool_stats((p), &(st), sizeof(st));                                \
 		while (!(cond) && mqc_now_ns() < until_) {                             \
 			nanosleep(&(struct timespec) { .tv_nsec = 5000000 }, NULL);        \
-			mqp_pool_stats((p), &(st));                                        \
+			mqp_pool_stats((p), &(st), sizeof(st));                            \
 		}                                                                      \
 	} while (0)
 

@@ -395,7 +395,7 @@ char *gate_metrics_text(const struct gate_counters *c, mqp_pool *pool)
 	    atomic_load(&c->pending));
 	if (pool) {
 		struct mqp_pool_stats s;
-		mqp_pool_stats(pool, &s);
+		mqp_pool_stats(pool, &s, sizeof s);
 		struct {
 			const char *name, *type, *help;
 			unsigned long long v;
@@ -426,7 +426,7 @@ char *gate_metrics_text(const struct gate_counters *c, mqp_pool *pool)
 			fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", rows[i].name, rows[i].help,
 			    rows[i].name, rows[i].type, rows[i].name, rows[i].v);
 		struct mqp_latency lat;
-		mqp_pool_latency(pool, &lat, NULL, NULL);
+		mqp_pool_latency(pool, MQP_LATENCY_REQUEST, &lat, sizeof lat);
 		fprintf(f,
 		    "# HELP mqttpool_request_latency_seconds Request latency (call to reply) since start, "
 		    "by percentile.\n"

@@ -106,7 +106,7 @@ static enum MHD_Result run_command(struct gate *g, struct MHD_Connection *conn, 
 	char why[256] = "";
 	uint64_t t0 = mqc_now_ns();
 	int rc = rt->backend == GATE_POOL
-	    ? mqp_pool_request(g->pool, topic, c->body, c->len, g->qos, g->timeout_ms, &reply)
+	    ? (int)mqp_pool_request(g->pool, topic, c->body, c->len, g->qos, g->timeout_ms, &reply)
 	    : gate_naive_request(
 	        &g->naive, topic, c->body, c->len, g->qos, g->timeout_ms, &reply, why, sizeof why);
 	uint64_t took = mqc_now_ns() - t0;
@@ -194,7 +194,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	switch (c->route.kind) {
 		case GATE_HEALTH: {
 			struct mqp_pool_stats s;
-			mqp_pool_stats(g->pool, &s);
+			mqp_pool_stats(g->pool, &s, sizeof s);
 			bool ok = s.ready > 0;
 			char *text
 			    = strdup(ok ? "{\"status\":\"ok\"}" : "{\"status\":\"no broker connection\"}");
@@ -240,8 +240,8 @@ static void log_limited(void *cls, const char *fmt, va_list ap)
 		return;
 	}
 	if (suppressed)
-		fprintf(
-		    stderr, "mqp-gate-api: (%lu more HTTP server messages in the last second)\n", suppressed);
+		fprintf(stderr, "mqp-gate-api: (%lu more HTTP server messages in the last second)\n",
+		    suppressed);
 	suppressed = 0;
 	last_ns = now;
 	fprintf(stderr, "mqp-gate-api: ");
@@ -342,7 +342,6 @@ static int on_option(const struct mqc_cli *cli, int key, const char *name, const
 			if (mqc_parse_u64(value, 0, 1000, &v) != 0)
 				return mqc_cli_bad(cli, name, value, "0 to 1000");
 			st->po->min_size = (unsigned)v;
-			st->po->min_size_zero = v == 0;
 			return 0;
 		case O_MAX_BODY:
 		case O_MAX_REPLY:
@@ -403,7 +402,7 @@ int main(int argc, char **argv)
 		.max_reply = (size_t)1 << 20,
 		.max_pending = 256 };
 	static struct mqc_cli_conn conn = { .qos = 1, .conn.id_prefix = "gate" };
-	struct mqp_pool_options po = { 0 };
+	struct mqp_pool_options po = MQP_POOL_OPTIONS_INIT;
 	struct settings st = { .g = &g,
 		.po = &po,
 		.listen = "127.0.0.1:8080",
@@ -442,8 +441,8 @@ int main(int argc, char **argv)
 	po.cafile = conn.conn.cafile;
 	po.certfile = conn.conn.cert;
 	po.keyfile = conn.conn.key;
-	if (po.min_size > (po.max_size ? po.max_size : 10))
-		po.min_size = po.max_size ? po.max_size : 10;
+	if (po.min_size > po.max_size)
+		po.min_size = po.max_size;
 	const char *broker = conn.broker, *listen = st.listen;
 	uint64_t drain_ns = st.drain_ns, threads = st.threads, per_address = st.per_address;
 	uint64_t request_deadline_ns = st.request_deadline_ns;
