@@ -88,8 +88,8 @@ static void long_and_short_options(void **state)
 {
 	(void)state;
 	struct run r;
-	parse(&r, ALL, 1, "-b", "mqtts://broker.example:8884", "-q", "2", "--protocol", "3.1.1",
-	    "-i", "me", "-n", "7", "--flag", "--cafile", "ca.pem", NULL);
+	parse(&r, ALL, 1, "-b", "mqtts://broker.example:8884", "-q", "2", "--protocol", "3.1.1", "-i",
+	    "me", "-n", "7", "--flag", "--cafile", "ca.pem", NULL);
 	assert_int_equal(r.rc, 0);
 	assert_true(r.conn.conn.url.tls);
 	assert_string_equal(r.conn.conn.url.host, "broker.example");
@@ -178,8 +178,7 @@ static void credentials_from_url_file_and_environment(void **state)
 	parse(&r, ALL, 1, "-b", "mqtt://url-user:url-pass@h", NULL);
 	assert_string_equal(r.conn.conn.username, "url-user");
 	assert_string_equal(r.conn.conn.password, "url-pass");
-	parse(&r, ALL, 1, "-b", "mqtt://url-user:url-pass@h", "-u", "opt-user", "-P", "opt-pass",
-	    NULL);
+	parse(&r, ALL, 1, "-b", "mqtt://url-user:url-pass@h", "-u", "opt-user", "-P", "opt-pass", NULL);
 	assert_string_equal(r.conn.conn.username, "opt-user");
 	assert_string_equal(r.conn.conn.password, "opt-pass");
 	unsetenv("MQTT_USERNAME");
