@@ -497,6 +497,8 @@ int bench_run_connect(const struct bench_opts *o)
 
 	double interval = 1e9 / o->connrate;
 	uint64_t t0 = mqc_now_ns() + 10 * MQC_NS_PER_MS, next_sample = 0;
+	uint64_t next_tick = t0 + MQC_NS_PER_S;
+	unsigned last_held = 0;
 	unsigned next = 0;
 	for (unsigned k = 0; k < o->clients; k++) {
 		s.a[k].fd = -1;
@@ -517,6 +519,16 @@ int bench_run_connect(const struct bench_opts *o)
 		if (now >= next_sample) {
 			sample(o, &usage);
 			next_sample = now + 100 * MQC_NS_PER_MS;
+		}
+		if (now >= next_tick) { /* a line a second on stderr: the run is alive, and how */
+			char p99[24];
+			fprintf(stderr,
+			    "%6.1fs  last 1s: connected %u/s | since start: connected %u of %u, failed %u, "
+			    "in progress %u, CONNACK p99 %s\n",
+			    (double)(now - t0) / 1e9, s.held - last_held, s.held, o->clients, s.failed,
+			    s.in_progress, bench_fmt_ns(mqc_hist_percentile(&s.connack, 99), p99, sizeof p99));
+			last_held = s.held;
+			next_tick += MQC_NS_PER_S;
 		}
 		uint64_t wake = now + 10 * MQC_NS_PER_MS;
 		if (next < o->clients && s.in_progress < o->concurrency && s.a[next].intended < wake)

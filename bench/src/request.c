@@ -38,6 +38,7 @@ struct shared {
 	pthread_mutex_t lock;
 	uint64_t next, t0, end;
 	atomic_uint_fast64_t done, errors, timeouts;
+	atomic_uint running; /* workers not yet finished */
 	uint16_t run;
 };
 
@@ -102,9 +103,8 @@ static bool take(struct shared *s, uint64_t *intended)
 	return ok;
 }
 
-static void *worker_main(void *arg)
+static void worker_run(struct worker *w)
 {
-	struct worker *w = arg;
 	struct shared *s = w->s;
 	const struct bench_opts *o = s->o;
 	uint64_t timeout = o->timeout_ns;
@@ -114,7 +114,7 @@ static void *worker_main(void *arg)
 		fprintf(stderr, "mqbench: worker %d cannot open its dedicated connection\n", w->id);
 		atomic_fetch_add(&s->errors, 1);
 		client_close(w);
-		return NULL;
+		return;
 	}
 	uint64_t intended;
 	while (take(s, &intended)) {
@@ -151,6 +151,13 @@ static void *worker_main(void *arg)
 			break;
 	}
 	client_close(w);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	worker_run(w);
+	atomic_fetch_sub(&w->s->running, 1);
 	return NULL;
 }
 
@@ -198,9 +205,33 @@ static int run_mode(const struct bench_opts *o, int mode, uint16_t run, struct m
 	s.end = s.t0 + o->duration_ns;
 	for (unsigned i = 0; i < o->concurrency; i++) {
 		w[i] = (struct worker) { .s = &s, .id = (int)i };
+		atomic_fetch_add(&s.running, 1);
 		snprintf(w[i].inbox_prefix, sizeof w[i].inbox_prefix, "%s/inbox", o->prefix);
 		mqc_hist_init(&w[i].lat, 10);
 		pthread_create(&t[i], NULL, worker_main, &w[i]);
+	}
+	/* A line a second on stderr while the workers run: the run is alive, and how. */
+	uint64_t last_done = 0, tick = s.t0 + MQC_NS_PER_S;
+	for (uint64_t now; (now = mqc_now_ns()) < s.end && atomic_load(&s.running) > 0;) {
+		uint64_t until = tick < s.end ? tick : s.end;
+		if (until - now > 50 * MQC_NS_PER_MS) /* look at the workers every 50 ms */
+			until = now + 50 * MQC_NS_PER_MS;
+		if (now < until && now < tick) {
+			nanosleep(&(struct timespec) { .tv_sec = (time_t)((until - now) / MQC_NS_PER_S),
+			              .tv_nsec = (long)((until - now) % MQC_NS_PER_S) },
+			    NULL);
+			continue;
+		}
+		uint64_t done = atomic_load(&s.done);
+		fprintf(stderr,
+		    "%6.1fs  %s: last 1s: %llu requests/s | since start: %llu answered, %llu timed out, "
+		    "%llu failed\n",
+		    (double)(mqc_now_ns() - s.t0) / 1e9, bench_request_modes[mode],
+		    (unsigned long long)(done - last_done), (unsigned long long)done,
+		    (unsigned long long)atomic_load(&s.timeouts),
+		    (unsigned long long)atomic_load(&s.errors));
+		last_done = done;
+		tick += MQC_NS_PER_S;
 	}
 	for (unsigned i = 0; i < o->concurrency; i++) {
 		pthread_join(t[i], NULL);

@@ -442,9 +442,11 @@ static void progress(struct bench *b, uint64_t now, uint64_t *last_sent, uint64_
 	uint64_t d = delivered(b);
 	double t = (double)(now - b->sched.t0_ns) / 1e9;
 	char p99[24];
-	fprintf(stderr, "%6.1fs  sent %llu (%llu/s)  delivered %llu (%llu/s)  p99 %s\n", t,
-	    (unsigned long long)b->n.sent, (unsigned long long)(b->n.sent - *last_sent),
-	    (unsigned long long)d, (unsigned long long)(d - *last_deliv),
+	fprintf(stderr,
+	    "%6.1fs  last 1s: sent %llu/s, delivered %llu/s | since start: sent %llu, delivered %llu, "
+	    "latency p99 %s\n",
+	    t, (unsigned long long)(b->n.sent - *last_sent), (unsigned long long)(d - *last_deliv),
+	    (unsigned long long)b->n.sent, (unsigned long long)d,
 	    bench_fmt_ns(mqc_hist_percentile(&b->lat, 99), p99, sizeof p99));
 	struct second *grown = realloc(b->seconds, (b->nseconds + 1) * sizeof *grown);
 	if (grown) {
@@ -529,7 +531,8 @@ static void report(struct bench *b, const struct probe_sample *p0, const struct 
 		}
 		if (p0->ok && p1->ok) {
 			cJSON *pr = cJSON_AddObjectToObject(root, "probe");
-			cJSON_AddNumberToObject(pr, "connects", p1->connects - p0->connects);
+			if (p1->has_connects) /* only with the probe's observe_auth: absent, not 0 */
+				cJSON_AddNumberToObject(pr, "connects", p1->connects - p0->connects);
 			cJSON_AddNumberToObject(pr, "disconnects", p1->disconnects - p0->disconnects);
 			cJSON_AddNumberToObject(pr, "messages_in", p1->messages_in - p0->messages_in);
 			if (p0->has_deliveries && p1->has_deliveries)
@@ -580,8 +583,10 @@ static void report(struct bench *b, const struct probe_sample *p0, const struct 
 		double fc = p1->routing_count - p0->routing_count;
 		printf("broker (probe): messages in +%.0f   disconnects +%.0f",
 		    p1->messages_in - p0->messages_in, p1->disconnects - p0->disconnects);
-		if (fc > 0 || p1->connects > 0)
+		if (p1->has_connects)
 			printf("   connects +%.0f", p1->connects - p0->connects);
+		else
+			printf("   connects n/a (the probe counts them only with observe_auth)");
 		printf("\n");
 		if (p0->has_deliveries && p1->has_deliveries)
 			printf("broker (probe): deliveries +%.0f (PUBLISH packets sent: mosquitto 2.1's "

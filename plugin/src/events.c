@@ -298,6 +298,7 @@ int probe_events__message_out(int event, void *event_data, void *userdata)
 	struct mosquitto_evt_message *ed = event_data;
 	struct probe_state *s = userdata;
 	probe_add(&s->metrics.deliveries, 1);
+	probe_add(&s->metrics.sent_payload_bytes, ed->payloadlen);
 	uint64_t rx;
 	if (!s->hold || !probe_props__find_u64(ed->properties, PROBE_STAMP_KEY, &rx))
 		return MOSQ_ERR_SUCCESS; /* not stamped when it came in */
@@ -323,6 +324,10 @@ int probe_events__acl_check(int event, void *event_data, void *userdata)
 	struct probe_state *s = userdata;
 	if (ed->access == MOSQ_ACL_READ)
 		probe_fanout__read(&s->fanout, &s->metrics, ed->payload);
+	else if (ed->access == MOSQ_ACL_SUBSCRIBE)
+		probe_add(&s->metrics.subscribe_checks[0], 1);
+	else if (ed->access == MOSQ_ACL_UNSUBSCRIBE)
+		probe_add(&s->metrics.subscribe_checks[1], 1);
 	return MOSQ_ERR_PLUGIN_DEFER;
 }
 

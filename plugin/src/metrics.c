@@ -134,12 +134,16 @@ void probe_metrics__render_prometheus(const struct probe_metrics *m, const struc
 	    "(events=\"2.1\": MESSAGE_OUT, true deliveries; \"2.0\": none).");
 	probe_buf__printf(b, "mosquitto_probe_info{version=\"%s\",mode=\"%s\",events=\"%s\"} 1\n",
 	    PROBE_VERSION, observe_auth ? "observe_auth" : "default", deliveries ? "2.1" : "2.0");
-	if (deliveries)
+	if (deliveries) {
 		counter(b, "mosquitto_deliveries_total",
 		    "PUBLISH packets the broker sent to clients (mosquitto 2.1's MESSAGE_OUT): after "
 		    "the ACL decision and queue limits; includes retained messages sent on subscribe "
 		    "and QoS 1/2 resends.",
 		    probe_get(&m->deliveries));
+		counter(b, "mosquitto_sent_payload_bytes_total",
+		    "Payload bytes of the PUBLISH packets the broker sent (mosquitto 2.1's MESSAGE_OUT).",
+		    probe_get(&m->sent_payload_bytes));
+	}
 
 	if (atomic_load(&m->has_hold))
 		histogram_in(b, "mosquitto_message_hold_seconds",
@@ -213,6 +217,13 @@ void probe_metrics__render_prometheus(const struct probe_metrics *m, const struc
 		    b, "mosquitto_connected_clients %llu\n", (unsigned long long)probe_get(&m->connected));
 	}
 	if (observe_auth) {
+		header(b, "mosquitto_subscription_checks_total", "counter",
+		    "Topic filters in SUBSCRIBE and UNSUBSCRIBE packets the broker checked against its "
+		    "ACL (observe_auth): requests, before the decision, not subscriptions held.");
+		probe_buf__printf(b, "mosquitto_subscription_checks_total{packet=\"subscribe\"} %llu\n",
+		    (unsigned long long)probe_get(&m->subscribe_checks[0]));
+		probe_buf__printf(b, "mosquitto_subscription_checks_total{packet=\"unsubscribe\"} %llu\n",
+		    (unsigned long long)probe_get(&m->subscribe_checks[1]));
 		/* Not deliveries: mosquitto 2.0 makes the READ check before the ACL decision and
 		 * before a full queue drops the message, and has no per-delivery event. */
 		counter(b, "mosquitto_routing_checks_total",
@@ -287,7 +298,9 @@ void probe_metrics__render_json(const struct probe_metrics *m, const struct prob
 		probe_buf__printf(b, "}");
 	}
 	if (atomic_load(&m->has_deliveries))
-		probe_buf__printf(b, ",\"deliveries\":%llu", (unsigned long long)probe_get(&m->deliveries));
+		probe_buf__printf(b, ",\"deliveries\":%llu,\"sent_payload_bytes\":%llu",
+		    (unsigned long long)probe_get(&m->deliveries),
+		    (unsigned long long)probe_get(&m->sent_payload_bytes));
 	probe_buf__printf(b, ",\"stamped\":%llu", (unsigned long long)probe_get(&m->stamped));
 	if (atomic_load(&m->has_hold)) {
 		probe_buf__printf(b, ",");
@@ -301,6 +314,9 @@ void probe_metrics__render_json(const struct probe_metrics *m, const struct prob
 		    (unsigned long long)probe_get(&m->connects),
 		    (unsigned long long)probe_get(&m->connected));
 	if (observe_auth) {
+		probe_buf__printf(b, ",\"subscription_checks\":{\"subscribe\":%llu,\"unsubscribe\":%llu}",
+		    (unsigned long long)probe_get(&m->subscribe_checks[0]),
+		    (unsigned long long)probe_get(&m->subscribe_checks[1]));
 		probe_buf__printf(
 		    b, ",\"routing_checks\":%llu,", (unsigned long long)probe_get(&m->routing_checks));
 		json_buckets(b, "routing_checks_buckets", m->fanout_buckets, probe_fanout_bounds,

@@ -95,6 +95,7 @@ struct probe_metrics {
 	/* mosquitto 2.1 (MESSAGE_OUT registered): PUBLISH packets sent to clients */
 	atomic_bool has_deliveries; /* set once at load, before anything reads it */
 	probe_counter deliveries;
+	probe_counter sent_payload_bytes; /* their payload bytes */
 	/* and with the stamp on: how long the broker held each stamped message, rx to tx */
 	atomic_bool has_hold;
 	probe_counter hold_buckets[PROBE_HOLD_BUCKETS];
@@ -104,7 +105,8 @@ struct probe_metrics {
 	/* observe_auth only (and on 2.1, the two below) */
 	probe_counter connects;
 	probe_counter connected;
-	probe_counter routing_checks; /* ACL READ checks while routing: not deliveries */
+	probe_counter routing_checks;      /* ACL READ checks while routing: not deliveries */
+	probe_counter subscribe_checks[2]; /* [0] SUBSCRIBE, [1] UNSUBSCRIBE filters checked */
 	probe_counter fanout_buckets[PROBE_FANOUT_BUCKETS];
 	probe_counter fanout_sum;
 };

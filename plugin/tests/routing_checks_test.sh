@@ -91,6 +91,26 @@ else
 fi
 same_deliveries "denied reads" "$d0" "$got"
 
+# --- SUBSCRIBE and UNSUBSCRIBE filters checked (observe_auth), payload bytes sent (2.1) ---------
+sub_metric() { metric "mosquitto_subscription_checks_total{packet=\"$1\"}"; }
+s0=$(sub_metric subscribe) u0=$(sub_metric unsubscribe) b0=$(metric mosquitto_sent_payload_bytes_total)
+mosquitto_sub "${me[@]}" -t 'subs/a' -t 'subs/b' -U 'subs/c' -C 2 -W 5 >"$tmp/subs.out" 2>&1 &
+sub_pid=$!
+sleep 0.5 # its SUBSCRIBE and UNSUBSCRIBE are in
+mosquitto_pub "${me[@]}" -t subs/a -m 12345
+mosquitto_pub "${me[@]}" -t subs/b -m 678
+wait "$sub_pid" 2>/dev/null; sub_pid=""
+s1=$(sub_metric subscribe) u1=$(sub_metric unsubscribe) b1=$(metric mosquitto_sent_payload_bytes_total)
+[ $((s1 - s0)) = 2 ] && [ $((u1 - u0)) = 1 ] \
+  && pass "subscription checks: subscribe +$((s1 - s0)), unsubscribe +$((u1 - u0))" \
+  || fail "subscription checks: subscribe +$((s1 - s0)) (want 2), unsubscribe +$((u1 - u0)) (want 1)"
+case $version in
+  2.0.*) [ -z "$b1" ] && pass "2.0: no sent payload bytes (no MESSAGE_OUT), said by its absence" \
+           || fail "2.0 exports mosquitto_sent_payload_bytes_total" ;;
+  *) [ $((b1 - b0)) = 8 ] && pass "$version: sent payload bytes +8 (5 + 3, MESSAGE_OUT)" \
+       || fail "$version: sent payload bytes +$((b1 - b0)), want 8" ;;
+esac
+
 # --- a full queue: a QoS 1 subscriber that stops reading ---------------------------------------
 # 20 in flight (max_inflight_messages) + 1000 queued (max_queued_messages); the rest is dropped.
 c0=$(checks) d0=$(deliveries)

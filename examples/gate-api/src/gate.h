@@ -71,15 +71,21 @@ bool gate_body_ok(const char *body, size_t len);
  *  U+10FFFF. */
 bool gate_utf8_valid(const char *text, size_t len);
 
-/* Responses by route and status, for /metrics. */
-enum { GATE_STATUS_SLOTS = 11 };
+/* Responses by route and status, and how long successful commands took, for /metrics. */
+enum { GATE_STATUS_SLOTS = 11, GATE_DURATION_BUCKETS = 15 };
 struct gate_counters {
 	atomic_uint_fast64_t responses[GATE_BACKENDS][GATE_STATUS_SLOTS];
-	atomic_uint_fast64_t latency_ns_sum[GATE_BACKENDS]; /* successful commands */
-	atomic_uint pending;                                /* commands being served now */
+	/* gate_api_command_duration_seconds: a Prometheus histogram per route (buckets not
+	 * cumulative here; the exposition adds them up) */
+	atomic_uint_fast64_t duration_buckets[GATE_BACKENDS][GATE_DURATION_BUCKETS + 1];
+	atomic_uint_fast64_t duration_ns_sum[GATE_BACKENDS];
+	atomic_uint pending; /* commands being served now */
 };
 
 void gate_count(struct gate_counters *c, enum gate_backend b, int status);
+
+/** A successful command of route b that took ns: into the duration histogram. */
+void gate_observe_duration(struct gate_counters *c, enum gate_backend b, uint64_t ns);
 
 /**
  * The Prometheus text exposition of the gateway's counters and, when pool is not NULL, the pool's

@@ -362,6 +362,20 @@ void gate_count(struct gate_counters *c, enum gate_backend b, int status)
 	atomic_fetch_add(&c->responses[b][slot], 1);
 }
 
+/* Upper bounds of the duration buckets, in seconds: 0.5 ms (a pooled command on a LAN) to 10 s
+ * (past every timeout the gateway allows by default). */
+static const double duration_bounds[GATE_DURATION_BUCKETS]
+    = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30 };
+
+void gate_observe_duration(struct gate_counters *c, enum gate_backend b, uint64_t ns)
+{
+	size_t i = 0;
+	while (i < GATE_DURATION_BUCKETS && (double)ns > duration_bounds[i] * 1e9)
+		i++;
+	atomic_fetch_add(&c->duration_buckets[b][i], 1); /* i == GATE_DURATION_BUCKETS: +Inf */
+	atomic_fetch_add(&c->duration_ns_sum[b], ns);
+}
+
 char *gate_metrics_text(const struct gate_counters *c, mqp_pool *pool)
 {
 	char *text = NULL;
@@ -384,11 +398,27 @@ char *gate_metrics_text(const struct gate_counters *c, mqp_pool *pool)
 				    route_names[b], (unsigned long long)v);
 		}
 	fprintf(f,
-	    "# HELP gate_api_command_seconds_total Time spent in successful commands.\n"
-	    "# TYPE gate_api_command_seconds_total counter\n");
-	for (int b = 0; b < GATE_BACKENDS; b++)
-		fprintf(f, "gate_api_command_seconds_total{route=\"%s\"} %.6f\n", route_names[b],
-		    (double)atomic_load(&c->latency_ns_sum[b]) / 1e9);
+	    "# HELP gate_api_command_duration_seconds How long successful commands took, from the "
+	    "gateway's call into the pool (or the naive client) to the device's reply.\n"
+	    "# TYPE gate_api_command_duration_seconds histogram\n");
+	for (int b = 0; b < GATE_BACKENDS; b++) {
+		uint64_t cumulative = 0;
+		for (size_t i = 0; i <= GATE_DURATION_BUCKETS; i++) {
+			cumulative += atomic_load(&c->duration_buckets[b][i]);
+			if (i < GATE_DURATION_BUCKETS)
+				fprintf(f,
+				    "gate_api_command_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+				    route_names[b], duration_bounds[i], (unsigned long long)cumulative);
+			else
+				fprintf(f,
+				    "gate_api_command_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
+				    route_names[b], (unsigned long long)cumulative);
+		}
+		fprintf(f, "gate_api_command_duration_seconds_sum{route=\"%s\"} %.9f\n", route_names[b],
+		    (double)atomic_load(&c->duration_ns_sum[b]) / 1e9);
+		fprintf(f, "gate_api_command_duration_seconds_count{route=\"%s\"} %llu\n", route_names[b],
+		    (unsigned long long)cumulative);
+	}
 	fprintf(f,
 	    "# HELP gate_api_pending Commands being served now.\n# TYPE gate_api_pending gauge\n"
 	    "gate_api_pending %u\n",
@@ -425,20 +455,6 @@ char *gate_metrics_text(const struct gate_counters *c, mqp_pool *pool)
 		for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
 			fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", rows[i].name, rows[i].help,
 			    rows[i].name, rows[i].type, rows[i].name, rows[i].v);
-		struct mqp_latency lat;
-		mqp_pool_latency(pool, MQP_LATENCY_REQUEST, &lat, sizeof lat);
-		fprintf(f,
-		    "# HELP mqttpool_request_latency_seconds Request latency (call to reply) since start, "
-		    "by percentile.\n"
-		    "# TYPE mqttpool_request_latency_seconds gauge\n"
-		    "mqttpool_request_latency_seconds{percentile=\"50\"} %.6f\n"
-		    "mqttpool_request_latency_seconds{percentile=\"99\"} %.6f\n"
-		    "mqttpool_request_latency_seconds{percentile=\"99.9\"} %.6f\n"
-		    "# HELP mqttpool_request_latency_observations_total Requests measured.\n"
-		    "# TYPE mqttpool_request_latency_observations_total counter\n"
-		    "mqttpool_request_latency_observations_total %llu\n",
-		    (double)lat.p50_ns / 1e9, (double)lat.p99_ns / 1e9, (double)lat.p999_ns / 1e9,
-		    (unsigned long long)lat.count);
 	}
 	if (fclose(f) != 0) {
 		free(text);

@@ -118,7 +118,7 @@ static enum MHD_Result run_command(struct gate *g, struct MHD_Connection *conn, 
 		return send_error(g, conn, rt, 502, "reply_too_large", why);
 	}
 	if (rc == MQP_OK) {
-		atomic_fetch_add(&g->counters.latency_ns_sum[rt->backend], took);
+		gate_observe_duration(&g->counters, rt->backend, took);
 		gate_count(&g->counters, rt->backend, 200);
 		char *text = gate_reply_json(rt, reply.payload, reply.len, took);
 		mqp_reply_free(&reply);

@@ -71,7 +71,7 @@ static uint64_t gate_stop(struct gate *g, int timeout_ms)
 
 struct http_result {
 	int status;
-	char body[4096];
+	char body[16384];
 	char headers[2048];
 };
 
@@ -88,6 +88,9 @@ static struct http_result http(int port, const char *method, const char *path, c
 	struct http_result out = { .status = -1 };
 	if (mqc_http_raw(port, req, (size_t)n, 15000, &r) == 0) {
 		out.status = r.status;
+		if (r.body && strlen(r.body) >= sizeof out.body) /* a cut body would fail elsewhere */
+			fail_msg("%s %s: a %zu-byte body does not fit the test's buffer", method, path,
+			    strlen(r.body));
 		snprintf(out.body, sizeof out.body, "%s", r.body ? r.body : "");
 		snprintf(out.headers, sizeof out.headers, "%s", r.headers ? r.headers : "");
 		mqc_http_response_free(&r);
@@ -176,6 +179,18 @@ static void commands_round_trip_on_both_routes(void **state)
 	assert_true(mqc_prom_value(r.body, "gate_api_responses_total{route=\"naive\",status=\"200\"}")
 	    == 1 + 4 * 25);
 	assert_true(mqc_prom_value(r.body, "mqttpool_connections") <= 10); /* the pool's max */
+	/* Every successful command is one observation of the route's duration histogram. */
+	for (int naive = 0; naive < 2; naive++) {
+		char name[160];
+		const char *route = naive ? "naive" : "pool";
+		snprintf(name, sizeof name, "gate_api_command_duration_seconds_count{route=\"%s\"}", route);
+		assert_true(mqc_prom_value(r.body, name) == 1 + 4 * 25);
+		snprintf(name, sizeof name,
+		    "gate_api_command_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"}", route);
+		assert_true(mqc_prom_value(r.body, name) == 1 + 4 * 25);
+		snprintf(name, sizeof name, "gate_api_command_duration_seconds_sum{route=\"%s\"}", route);
+		assert_true(mqc_prom_value(r.body, name) > 0);
+	}
 	char dup[256]; /* promtool accepts a series named twice; Prometheus then drops one */
 	if (mqc_prom_duplicate(r.body, dup, sizeof dup))
 		fail_msg("/metrics names %s twice", dup);
