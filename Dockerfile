@@ -10,7 +10,7 @@ FROM debian:12 AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential cmake pkg-config \
       libmosquitto-dev mosquitto-dev libssl-dev uthash-dev libcjson-dev libmicrohttpd-dev \
-      libcurl4-openssl-dev \
+      libcurl4-openssl-dev libuv1-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -34,7 +34,7 @@ CMD ["/usr/sbin/mosquitto", "-c", "/etc/mosquitto/mosquitto.conf"]
 FROM debian:12-slim AS tools
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libmosquitto1 libssl3 libcjson1 libmicrohttpd12 \
-      libcurl4 ca-certificates \
+      libcurl4 libuv1 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/mqtt-pool /opt/mqtt-pool
 ENV PATH=/opt/mqtt-pool/bin:$PATH

@@ -122,10 +122,12 @@ static const struct mqc_cli_opt options[] = {
 	    "echoes)",
 	    T_ | F_ },
 	{ NULL, 0, NULL, "request options (requests are QoS 0, MQTT v5):", R_ },
-	{ "mode", O_MODE, "naive|pool|dedicated|all",
-	    "default all (one after another, same settings)\nnaive: connect, subscribe, publish, "
-	    "wait, disconnect per\nrequest; pool: libmqttpool; dedicated: one persistent\nconnection "
-	    "per worker (the upper bound)",
+	{ "mode", O_MODE, "naive|pool|dedicated|loop|all",
+	    "default all: naive, pool and dedicated, one after another\nwith the same settings. "
+	    "naive: connect, subscribe, publish,\nwait, disconnect per request; pool: libmqttpool "
+	    "from C\nworker threads; dedicated: one persistent connection per\nworker (the upper "
+	    "bound); loop: libmqttpool on a libuv loop,\none thread, C requests in flight (no "
+	    "hand-off)",
 	    R_ },
 	{ "concurrency", O_CONC, "C", "worker threads (default 10)", R_ },
 	{ "rate", O_RATE, "R",
@@ -203,13 +205,13 @@ static int on_option(const struct mqc_cli *cli, int key, const char *name, const
 			o->pub_topic = value;
 			return 0;
 		case O_MODE:
-			for (int m = 0; m < 3; m++)
+			for (int m = 0; m < BENCH_REQUEST_MODES; m++)
 				if (strcmp(value, bench_request_modes[m]) == 0) {
 					o->request_mode = m;
 					return 0;
 				}
 			if (strcmp(value, "all") != 0)
-				return mqc_cli_bad(cli, name, value, "naive, pool, dedicated or all");
+				return mqc_cli_bad(cli, name, value, "naive, pool, dedicated, loop or all");
 			o->request_mode = -1;
 			return 0;
 		case O_POOLSIZE:

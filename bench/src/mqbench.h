@@ -43,14 +43,25 @@ struct bench_opts {
 	uint64_t hold_ns, connect_timeout_ns;
 	const char *sources; /* "127.0.0.2-127.0.0.5" */
 	/* request */
-	int request_mode; /* -1: all three; 0 naive, 1 pool, 2 dedicated */
+	int request_mode; /* -1: naive, pool and dedicated; 0 naive, 1 pool, 2 dedicated, 3 loop */
 	unsigned pool_size;
 	uint64_t timeout_ns; /* per request */
 };
 
 /** Parse argv (after the scenario name). Returns 0, 1 after --help, 2 on a usage error. */
-/** naive, pool, dedicated: the request scenario's modes, by number. */
-extern const char *const bench_request_modes[3];
+/** naive, pool, dedicated, loop: the request scenario's modes, by number. */
+enum { BENCH_REQUEST_MODES = 4 };
+extern const char *const bench_request_modes[BENCH_REQUEST_MODES];
+
+/** What `request --mode loop` measured (request_loop.c). */
+struct bench_loop_result {
+	struct mqc_hist lat;
+	uint64_t done, errors, timeouts, elapsed_ns;
+};
+struct mqp_pool_options;
+/** Run --mode loop: the pool on a libuv loop in this thread. 0, or -1 after a message. */
+int bench_request_loop(
+    const struct bench_opts *o, const struct mqp_pool_options *po, struct bench_loop_result *r);
 
 int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts *o);
 

@@ -29,7 +29,8 @@
 #include "mqc_request.h"
 #include "mqttpool.h"
 
-const char *const bench_request_modes[3] = { "naive", "pool", "dedicated" };
+const char *const bench_request_modes[BENCH_REQUEST_MODES]
+    = { "naive", "pool", "dedicated", "loop" };
 
 struct shared {
 	const struct bench_opts *o;
@@ -169,22 +170,52 @@ struct mode_result {
 	bool ran;
 };
 
+/* The pool of the pool and loop modes: the same options for both. */
+static struct mqp_pool_options pool_options(const struct bench_opts *o)
+{
+	struct mqp_pool_options po = MQP_POOL_OPTIONS_INIT;
+	po.max_size = o->pool_size;
+	po.min_size = o->pool_size < 2 ? o->pool_size : 2;
+	po.username = o->net.conn.username;
+	po.password = o->net.conn.password;
+	po.cafile = o->net.conn.cafile;
+	po.certfile = o->net.conn.cert;
+	po.keyfile = o->net.conn.key;
+	po.client_id_prefix = "mqbench";
+	return po;
+}
+
+/* --mode loop: one thread, the pool on its libuv loop (request_loop.c). */
+static int run_loop_mode(const struct bench_opts *o, struct mode_result *r)
+{
+	struct mqp_pool_options po = pool_options(o);
+	struct bench_loop_result lr = { 0 };
+	mqc_hist_init(&lr.lat, 10);
+	int rc = bench_request_loop(o, &po, &lr);
+	nanosleep(&(struct timespec) { .tv_nsec = 200000000 }, NULL); /* let the probe see them go */
+	bench_probe_read(o->metrics_url, &r->p1);
+	mqc_hist_merge(&r->lat, &lr.lat);
+	mqc_hist_free(&lr.lat);
+	if (rc != 0)
+		return -1;
+	r->done = lr.done;
+	r->errors = lr.errors;
+	r->timeouts = lr.timeouts;
+	r->rate = lr.elapsed_ns ? (double)r->done / ((double)lr.elapsed_ns / 1e9) : 0;
+	r->ran = true;
+	return 0;
+}
+
 static int run_mode(const struct bench_opts *o, int mode, uint16_t run, struct mode_result *r)
 {
-	struct shared s = { .o = o, .mode = mode, .run = run };
-	pthread_mutex_init(&s.lock, NULL);
 	mqc_hist_init(&r->lat, 10);
 	bench_probe_read(o->metrics_url, &r->p0);
+	if (mode == 3)
+		return run_loop_mode(o, r);
+	struct shared s = { .o = o, .mode = mode, .run = run };
+	pthread_mutex_init(&s.lock, NULL);
 	if (mode == 1) {
-		struct mqp_pool_options po = MQP_POOL_OPTIONS_INIT;
-		po.max_size = o->pool_size;
-		po.min_size = o->pool_size < 2 ? o->pool_size : 2;
-		po.username = o->net.conn.username;
-		po.password = o->net.conn.password;
-		po.cafile = o->net.conn.cafile;
-		po.certfile = o->net.conn.cert;
-		po.keyfile = o->net.conn.key;
-		po.client_id_prefix = "mqbench";
+		struct mqp_pool_options po = pool_options(o);
 		char err[256];
 		int rc = mqp_pool_new(o->net.broker, &po, &s.pool, err, sizeof err);
 		if (rc != MQP_OK) {
@@ -257,12 +288,12 @@ static int run_mode(const struct bench_opts *o, int mode, uint16_t run, struct m
 int bench_run_request(const struct bench_opts *o)
 {
 	mosquitto_lib_init();
-	struct mode_result r[3] = { 0 };
+	struct mode_result r[BENCH_REQUEST_MODES] = { 0 };
 	uint16_t run = (uint16_t)(o->seed ^ (o->seed >> 16));
 	int rc = 0;
-	for (int mode = 0; mode < 3; mode++) {
-		if (o->request_mode >= 0 && o->request_mode != mode)
-			continue;
+	for (int mode = 0; mode < BENCH_REQUEST_MODES; mode++) {
+		if (o->request_mode >= 0 ? o->request_mode != mode : mode == 3)
+			continue; /* "all" is naive, pool and dedicated; loop is asked for by name */
 		fprintf(stderr, "mqbench: %s: %u workers for %.1fs...\n", bench_request_modes[mode],
 		    o->concurrency, (double)o->duration_ns / 1e9);
 		if (run_mode(o, mode, run, &r[mode]) != 0)
@@ -271,7 +302,7 @@ int bench_run_request(const struct bench_opts *o)
 	if (o->json) {
 		cJSON *root = bench_result_new(o);
 		cJSON *modes = cJSON_AddObjectToObject(root, "modes");
-		for (int m = 0; m < 3; m++) {
+		for (int m = 0; m < BENCH_REQUEST_MODES; m++) {
 			if (!r[m].ran)
 				continue;
 			cJSON *one = cJSON_AddObjectToObject(modes, bench_request_modes[m]);
@@ -294,7 +325,7 @@ int bench_run_request(const struct bench_opts *o)
 		printf("%-10s %10s %10s %10s %10s %9s %9s %12s\n", "mode", "req/s", "p50", "p99", "p99.9",
 		    "errors", "connects", "disconnects");
 		bool probe_read = false, probe_connects = false;
-		for (int m = 0; m < 3; m++) {
+		for (int m = 0; m < BENCH_REQUEST_MODES; m++) {
 			probe_read |= r[m].ran && r[m].p1.ok;
 			probe_connects |= r[m].ran && r[m].p1.ok && r[m].p1.has_connects;
 		}
@@ -302,7 +333,7 @@ int bench_run_request(const struct bench_opts *o)
 			printf("(connects, disconnects: n/a without --metrics-url, the broker's probe)\n");
 		else if (probe_read && !probe_connects)
 			printf("(connects: n/a, the probe counts them only with plugin_opt_observe_auth)\n");
-		for (int m = 0; m < 3; m++) {
+		for (int m = 0; m < BENCH_REQUEST_MODES; m++) {
 			if (!r[m].ran)
 				continue;
 			char a[24], b[24], c[24], cn[24] = "n/a", dc[24] = "n/a";
@@ -329,7 +360,7 @@ int bench_run_request(const struct bench_opts *o)
 		if (r[1].ran && (r[0].ran || r[2].ran))
 			printf("\n");
 	}
-	for (int m = 0; m < 3; m++) {
+	for (int m = 0; m < BENCH_REQUEST_MODES; m++) {
 		if (r[m].ran)
 			bench_warn_delayed_ack(bench_request_modes[m], &r[m].lat);
 		uint64_t p99 = mqc_hist_percentile(&r[m].lat, 99);

@@ -385,6 +385,20 @@ if read -r _ ok _ _ _ _ conn disc < <(grep '^naive ' "$tmp/req3.out") && [ "$ok"
 else
   fail "--metrics-url by host name: $(cat "$tmp/req3.out" "$tmp/req3.err")"
 fi
+# --mode loop: the pool on a libuv loop, one thread; closed loop, then on a schedule.
+"$MQB" request --broker "$MQTT_URL" "${auth[@]}" --mode loop --concurrency 4 --duration 1.5s --json \
+  >"$tmp/loop1.json" 2>"$tmp/loop1.err"
+loop_ok=$(grep -o '"loop":{"requests_per_second":[0-9.e+]*,"ok":[0-9]*' "$tmp/loop1.json" | grep -o '[0-9]*$')
+loop_err=$(grep -o '"loop":{[^}]*"errors":[0-9]*' "$tmp/loop1.json" | grep -o '[0-9]*$')
+[ "${loop_ok:-0}" -gt 100 ] && [ "$loop_err" = 0 ] && grep -q "loop: last 1s:" "$tmp/loop1.err" \
+  && pass "--mode loop: $loop_ok requests in 1.5 s, no errors, progress shown" \
+  || fail "--mode loop: $(cat "$tmp/loop1.json" "$tmp/loop1.err" | head -c 600)"
+"$MQB" request --broker "$MQTT_URL" "${auth[@]}" --mode loop --concurrency 4 --duration 1s \
+  --rate 300 --json >"$tmp/loop2.json" 2>"$tmp/loop2.err"
+loop_ok=$(grep -o '"loop":{"requests_per_second":[0-9.e+]*,"ok":[0-9]*' "$tmp/loop2.json" | grep -o '[0-9]*$')
+[ "${loop_ok:-0}" -ge 290 ] && [ "${loop_ok:-0}" -le 300 ] \
+  && pass "--mode loop --rate 300 for 1 s: $loop_ok requests, on the schedule" \
+  || fail "--mode loop --rate 300: ${loop_ok:-none} requests: $(head -c 400 "$tmp/loop2.err")"
 # An unreachable probe: a loud warning, the columns n/a, the run itself still measured (exit 0).
 "$MQB" request --broker "$MQTT_URL" "${auth[@]}" --mode dedicated --concurrency 1 --duration 0.3s \
   --metrics-url "http://127.0.0.1:1/metrics" >"$tmp/req4.out" 2>"$tmp/req4.err"
@@ -430,7 +444,7 @@ expect_exit 1 "connections failed: tls 3" -- "$MQB" connect --broker "$MQTTS_URL
 expect_exit 1 "file descriptors; the limit here is" -- "$MQB" connect --broker "$MQTT_URL" --clients 1000000
 expect_exit 2 "--clients does not apply to the throughput scenario" -- "$MQB" throughput --broker "$MQTT_URL" --clients 5
 expect_exit 2 "--qos does not apply to the request scenario" -- "$MQB" request --broker "$MQTT_URL" --qos 1
-expect_exit 2 "--mode: expected naive, pool, dedicated or all" -- "$MQB" request --broker "$MQTT_URL" --mode fast
+expect_exit 2 "--mode: expected naive, pool, dedicated, loop or all" -- "$MQB" request --broker "$MQTT_URL" --mode fast
 for sc in connect throughput fanout request; do
   "$MQB" $sc --help | grep -q -- "--broker URL" && pass "$sc --help" || fail "$sc --help"
 done

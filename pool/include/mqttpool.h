@@ -122,6 +122,11 @@ struct mqp_pool_options {
 	 * with no pool lock held; it must not block or call the pool. level: MQP_LOG_*. */
 	void (*log_cb)(void *userdata, int level, const char *message);
 	void *userdata;
+	/* NULL: the pool runs its own I/O thread. Otherwise it runs on the application's event
+	 * loop (see "on the application's event loop" below; mqttpool_uv.h and mqttpool_event.h
+	 * are ready adapters): no thread of its own, and the thread that calls mqp_pool_new is the
+	 * loop's thread. The struct must outlive the pool. */
+	const struct mqp_loop *loop;
 };
 
 /** Every default, as a struct initialiser: struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT; */
@@ -130,6 +135,22 @@ struct mqp_pool_options {
 		.struct_size = sizeof(struct mqp_pool_options), .max_size = 10, .min_size = 2, \
 		.max_inflight = 64                                                             \
 	}
+
+/**
+ * How a pool on an application's event loop asks to be run (mqp_pool_options.loop). The pool
+ * keeps watching its connections itself (an epoll instance): the loop watches one file
+ * descriptor, mqp_pool_fd(), for reading, keeps one timer, and calls mqp_pool_process() when
+ * either fires. Both hooks run on the loop's thread.
+ */
+struct mqp_loop {
+	/* The pool needs mqp_pool_process() in timeout_ms (0: as soon as the loop can; -1: only
+	 * when the descriptor is readable). Replaces the previous request. */
+	void (*schedule)(void *data, long timeout_ms);
+	/* The pool is going away: stop watching mqp_pool_fd() (it is closed after this returns)
+	 * and stop the timer. May be NULL. */
+	void (*cleanup)(void *data);
+	void *data;
+};
 
 /** Every default (the library's own, which may be newer than this header's). Accepts NULL. */
 MQP_API void mqp_pool_options_init(struct mqp_pool_options *options);
@@ -377,6 +398,29 @@ MQP_API mqp_err mqp_pool_cancel(mqp_pool *pool, mqp_ticket ticket);
  * @return MQP_OK when idle, MQP_ETIMEDOUT otherwise, MQP_EDEADLK from the pool's thread.
  */
 MQP_API mqp_err mqp_pool_drain(mqp_pool *pool, unsigned timeout_ms);
+
+/* --- on the application's event loop ------------------------------------------------------- */
+
+/*
+ * A pool made with options.loop runs on the thread that made it, inside the application's event
+ * loop (one loop per core: one pool per loop). On that thread the async calls, mqp_pool_cancel
+ * and lease release/discard act at once - no hand-off to another thread, no wake-up - and their
+ * callbacks never run inside the call that started them (a completion that is already known is
+ * delivered from the next mqp_pool_process()). Blocking calls there return MQP_EDEADLK (the loop
+ * would stop), except mqp_pool_drain(pool, MQP_NO_WAIT). Other threads may call anything, as
+ * with a threaded pool: their calls are handed to the loop. mqp_pool_destroy belongs on the
+ * loop's thread; from another it waits (at most 10 s) for the loop to close the pool.
+ */
+
+/** The descriptor the loop watches for reading; -1 for a pool with its own thread. */
+MQP_API int mqp_pool_fd(mqp_pool *pool);
+
+/**
+ * Do everything that is ready: I/O, completions and their callbacks, deadlines, housekeeping;
+ * then ask for the next run (mqp_loop.schedule). Never blocks. On the loop's thread only; a
+ * pool with its own thread ignores it.
+ */
+MQP_API void mqp_pool_process(mqp_pool *pool);
 
 /** A latency distribution (nanoseconds; percentiles as HdrHistogram reports them). */
 struct mqp_latency {

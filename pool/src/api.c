@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io.h"
 #include "mqc_clock.h"
 #include "op.h"
 #include "pool.h"
@@ -25,9 +26,12 @@ static uint64_t deadline_in(const struct mqp_pool *p, unsigned timeout_ms)
 	return now + (uint64_t)(timeout_ms ? timeout_ms : p->opt.request_timeout_ms) * MQC_NS_PER_MS;
 }
 
-/* Hand op to the I/O thread: op.h's mqp__inbox_post (a refused op is freed). */
+/* Hand op to the I/O thread: op.h's mqp__inbox_post (a refused op is freed). On an event
+ * loop's own thread there is nobody to hand it to: it starts now (io.h's mqp__io_direct). */
 static int submit(struct mqp_pool *p, struct op *op, mqp_ticket *ticket)
 {
+	if (p->on_loop && pthread_equal(pthread_self(), p->thread))
+		return mqp__io_direct(p, op, ticket);
 	return mqp__inbox_post(&p->inbox, op, ticket);
 }
 
@@ -331,7 +335,7 @@ mqp_err mqp_pool_drain(mqp_pool *p, unsigned timeout_ms)
 {
 	if (!p)
 		return MQP_EINVAL;
-	if (pthread_equal(pthread_self(), p->thread))
+	if (pthread_equal(pthread_self(), p->thread) && timeout_ms != MQP_NO_WAIT)
 		return MQP_EDEADLK;
 	unsigned wait_ms = timeout_ms == MQP_NO_WAIT ? 0
 	    : timeout_ms == MQP_DEFAULT              ? p->opt.request_timeout_ms

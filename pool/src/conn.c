@@ -77,6 +77,19 @@ void mqp__finish(struct mqp_pool *p, struct op *op, int result)
 		    op->kind == OP_REQUEST ? &p->h_request : &p->h_acquire, mqc_now_ns() - op->submitted);
 		pthread_mutex_unlock(&p->report_lock);
 	}
+	if (p->defer_callbacks && (op->request_cb || op->done_cb || op->acquire_cb)) {
+		/* A call on the loop's thread is running: its callback must not run inside it. */
+		op->result = result;
+		op->queue_next = NULL;
+		*p->later_tail = op;
+		p->later_tail = &op->queue_next;
+		return;
+	}
+	mqp__deliver(p, op, result);
+}
+
+void mqp__deliver(struct mqp_pool *p, struct op *op, int result)
+{
 	if (op->request_cb) /* async: the one and only call, on this thread, no lock held */
 		op->request_cb(op->userdata, result, result == MQP_OK ? &op->reply : NULL);
 	else if (op->done_cb)

@@ -9,8 +9,11 @@
 #include "pool.h"
 
 /* Complete an op the I/O thread holds: out of every structure, its caller woken or its callback
- * called (on this thread, no lock held), the I/O thread's reference dropped. */
+ * called (on this thread, no lock held), the I/O thread's reference dropped. During a call made
+ * on an event loop's thread (defer_callbacks) an async op's callback waits in p->later. */
 void mqp__finish(struct mqp_pool *p, struct op *op, int result);
+/* The second half of mqp__finish: the callback or the caller's wake-up, and the reference. */
+void mqp__deliver(struct mqp_pool *p, struct op *op, int result);
 
 void mqp__set_error(struct mqp_pool *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The application's log callback, on this thread, no lock held. */

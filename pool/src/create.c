@@ -15,7 +15,9 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "io.h"
+#include "mqc_clock.h"
 #include "op.h"
 #include "pool.h"
 
@@ -231,6 +233,20 @@ mqp_err mqp_pool_new(const char *broker_url, const struct mqp_pool_options *opti
 		pool_free(p);
 		return fail(err, errlen, MQP_ENOMEM, "epoll or eventfd failed");
 	}
+	if (o->loop) {
+		/* On the application's event loop: this thread is the pool's thread. */
+		if (!o->loop->schedule) {
+			pool_free(p);
+			return fail(err, errlen, MQP_EINVAL, "options->loop->schedule is NULL");
+		}
+		p->on_loop = true;
+		p->loop = *o->loop;
+		p->opt.loop = NULL; /* copied: the caller's struct is not read again */
+		p->thread = pthread_self();
+		mqp__io_start_on_loop(p);
+		*out = p;
+		return MQP_OK;
+	}
 	/* The I/O thread takes no signals: the application's handlers run on its own threads. */
 	sigset_t all, old;
 	sigfillset(&all);
@@ -245,10 +261,74 @@ mqp_err mqp_pool_new(const char *broker_url, const struct mqp_pool_options *opti
 	return MQP_OK;
 }
 
+/* A pool on an event loop, on the loop's thread: complete everything, close, let go of the loop. */
+static void close_on_loop(struct mqp_pool *p)
+{
+	mqp__inbox_stop(&p->inbox, false); /* refuse what other threads still post */
+	mqp__io_close(p);
+	if (p->loop.cleanup)
+		p->loop.cleanup(p->loop.data);
+}
+
+/* After mqp__io_process asked for it: a destroy from a callback frees here; a destroy from
+ * another thread waits for the close and frees there. */
+static void finish_on_loop(struct mqp_pool *p)
+{
+	close_on_loop(p);
+	if (p->destroy_requested) {
+		pool_free(p);
+		return;
+	}
+	atomic_store(&p->closed, true); /* the destroying thread frees it */
+}
+
+int mqp_pool_fd(mqp_pool *p)
+{
+	return p && p->on_loop ? p->ep : -1;
+}
+
+void mqp_pool_process(mqp_pool *p)
+{
+	if (!p || !p->on_loop || !pthread_equal(pthread_self(), p->thread))
+		return;
+	if (mqp__io_process(p))
+		finish_on_loop(p);
+}
+
+static void destroy_on_loop(struct mqp_pool *p)
+{
+	if (pthread_equal(pthread_self(), p->thread)) {
+		if (p->busy) { /* from a callback: when the run it is part of ends */
+			p->destroy_requested = true;
+			mqp__inbox_stop(&p->inbox, false);
+			return;
+		}
+		close_on_loop(p);
+		pool_free(p);
+		return;
+	}
+	/* Another thread: the loop sees the stop on its descriptor and closes the pool. */
+	mqp__inbox_stop(&p->inbox, false);
+	uint64_t until = mqc_now_ns() + 10 * MQC_NS_PER_S;
+	while (!atomic_load(&p->closed) && mqc_now_ns() < until)
+		nanosleep(&(struct timespec) { .tv_nsec = 1000000 }, NULL);
+	if (!atomic_load(&p->closed)) {
+		mqp__log(p, MQP_LOG_ERROR,
+		    "mqttpool: mqp_pool_destroy: the event loop did not run the pool for 10 s; the pool "
+		    "is left allocated (destroy it on the loop's thread)");
+		return;
+	}
+	pool_free(p);
+}
+
 void mqp_pool_destroy(mqp_pool *p)
 {
 	if (!p)
 		return;
+	if (p->on_loop) {
+		destroy_on_loop(p);
+		return;
+	}
 	/* From a callback the I/O thread cannot be joined (it is this thread, inside the callback):
 	 * it finishes after the callback returns and frees the pool itself (io_thread). A
 	 * callback run while a destroy is already under way (ECLOSED) changes nothing: that destroy

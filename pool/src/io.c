@@ -281,35 +281,41 @@ static void cancel(struct mqp_pool *p, struct op *op)
 	mqp__finish(p, op, MQP_OK);
 }
 
+/* One op from a caller into the I/O side: the deadline heap, the ticket table, its queue. */
+static void accept_op(struct mqp_pool *p, struct op *op)
+{
+	op->queue_next = NULL;
+	if (mqp__heap_push(&p->heap, op) != 0) {
+		mqp__finish(p, op, MQP_ENOMEM);
+		return;
+	}
+	if (op->ticket)
+		HASH_ADD(hh_ticket, p->tickets, ticket, sizeof op->ticket, op);
+	op->first_dispatch = p->dispatches + 1;
+	switch (op->kind) {
+		case OP_REQUEST:
+		case OP_PUBLISH:
+			mqp__fifo_push(&p->queue, op);
+			break;
+		case OP_ACQUIRE:
+			mqp__fifo_push(&p->acquirers, op);
+			break;
+		case OP_CANCEL:
+			cancel(p, op);
+			break;
+		default:
+			lease_op(p, op);
+			break;
+	}
+}
+
 static void take_incoming(struct mqp_pool *p)
 {
 	struct op *list = mqp__inbox_take(&p->inbox);
 	while (list) {
 		struct op *op = list;
 		list = op->queue_next;
-		op->queue_next = NULL;
-		if (mqp__heap_push(&p->heap, op) != 0) {
-			mqp__finish(p, op, MQP_ENOMEM);
-			continue;
-		}
-		if (op->ticket)
-			HASH_ADD(hh_ticket, p->tickets, ticket, sizeof op->ticket, op);
-		op->first_dispatch = p->dispatches + 1;
-		switch (op->kind) {
-			case OP_REQUEST:
-			case OP_PUBLISH:
-				mqp__fifo_push(&p->queue, op);
-				break;
-			case OP_ACQUIRE:
-				mqp__fifo_push(&p->acquirers, op);
-				break;
-			case OP_CANCEL:
-				cancel(p, op);
-				break;
-			default:
-				lease_op(p, op);
-				break;
-		}
+		accept_op(p, op);
 	}
 }
 
@@ -411,62 +417,79 @@ static void housekeeping(struct mqp_pool *p, uint64_t now)
 	}
 }
 
-void mqp__io_run(struct mqp_pool *p)
+/* When the loop must run again without I/O: the first deadline, connect timeout, backoff end,
+ * housekeeping or keepalive. */
+static uint64_t next_wake(const struct mqp_pool *p, uint64_t now)
 {
-	uint64_t next_misc = mqc_now_ns() + MISC_INTERVAL_MS * MQC_NS_PER_MS;
-	for (;;) {
-		if (mqp__inbox_stopping(&p->inbox))
-			break;
-		dispatch(p);
-		publish_gauges(p);
-		uint64_t now = mqc_now_ns(), wake = next_misc;
-		if (p->heap.len && p->heap.v[0].key < wake)
-			wake = p->heap.v[0].key;
-		for (unsigned i = 0; i < p->opt.max_size; i++)
-			if (p->conns[i].open && !p->conns[i].ready && p->conns[i].connect_deadline < wake)
-				wake = p->conns[i].connect_deadline;
-		if (p->connect_failed && p->backoff_until > now && p->backoff_until < wake)
-			wake = p->backoff_until;
-		if (p->next_housekeeping > now && p->next_housekeeping < wake)
-			wake = p->next_housekeeping;
-		struct timespec timeout = mqc_ns_to_ts(wake > now ? wake - now : 0);
-		struct epoll_event events[64];
-		int n = epoll_pwait2(p->ep, events, 64, &timeout, NULL);
-		for (int i = 0; i < n; i++) {
-			if (events[i].data.ptr == NULL) {
-				take_incoming(p);
-				continue;
-			}
-			struct pconn *c = events[i].data.ptr;
-			if (!c->open)
-				continue; /* closed earlier in this batch */
-			mqc_client_io(c->m, (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0,
-			    (events[i].events & EPOLLOUT) != 0, !c->ready);
-			mqp__conn_settle(p, c);
+	uint64_t wake = p->next_misc;
+	if (p->heap.len && p->heap.v[0].key < wake)
+		wake = p->heap.v[0].key;
+	for (unsigned i = 0; i < p->opt.max_size; i++)
+		if (p->conns[i].open && !p->conns[i].ready && p->conns[i].connect_deadline < wake)
+			wake = p->conns[i].connect_deadline;
+	if (p->connect_failed && p->backoff_until > now && p->backoff_until < wake)
+		wake = p->backoff_until;
+	if (p->next_housekeeping > now && p->next_housekeeping < wake)
+		wake = p->next_housekeeping;
+	return wake;
+}
+
+/* Wait for I/O at most timeout, handle it, then deadlines, housekeeping and keepalive. */
+static void step(struct mqp_pool *p, const struct timespec *timeout)
+{
+	struct epoll_event events[64];
+	int n = epoll_pwait2(p->ep, events, 64, timeout, NULL);
+	for (int i = 0; i < n; i++) {
+		if (events[i].data.ptr == NULL) {
+			take_incoming(p);
+			continue;
 		}
-		now = mqc_now_ns();
-		expire(p, now);
-		if (now >= p->next_housekeeping) {
-			housekeeping(p, now);
-			p->next_housekeeping = now + (uint64_t)p->opt.eviction_interval_ms * MQC_NS_PER_MS;
-		}
-		if (now >= next_misc) {
-			for (unsigned i = 0; i < p->opt.max_size; i++)
-				if (p->conns[i].open) {
-					mqc_client_misc(p->conns[i].m);
-					mqp__conn_settle(p, &p->conns[i]);
-				}
-			next_misc = now + MISC_INTERVAL_MS * MQC_NS_PER_MS;
-		}
+		struct pconn *c = events[i].data.ptr;
+		if (!c->open)
+			continue; /* closed earlier in this batch */
+		mqc_client_io(c->m, (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0,
+		    (events[i].events & EPOLLOUT) != 0, !c->ready);
+		mqp__conn_settle(p, c);
 	}
-	/* Closing: every op completes with MQP_ECLOSED, every connection goes. */
+	uint64_t now = mqc_now_ns();
+	expire(p, now);
+	if (now >= p->next_housekeeping) {
+		housekeeping(p, now);
+		p->next_housekeeping = now + (uint64_t)p->opt.eviction_interval_ms * MQC_NS_PER_MS;
+	}
+	if (now >= p->next_misc) {
+		for (unsigned i = 0; i < p->opt.max_size; i++)
+			if (p->conns[i].open) {
+				mqc_client_misc(p->conns[i].m);
+				mqp__conn_settle(p, &p->conns[i]);
+			}
+		p->next_misc = now + MISC_INTERVAL_MS * MQC_NS_PER_MS;
+	}
+}
+
+void mqp__io_close(struct mqp_pool *p)
+{
+	/* Every op completes with MQP_ECLOSED, every connection goes. */
+	p->defer_callbacks = false;
 	take_incoming(p);
+	while (p->local) {
+		struct op *op = p->local;
+		p->local = op->queue_next;
+		accept_op(p, op);
+	}
+	p->local_tail = &p->local;
 	while (p->heap.len) {
 		struct op *op = p->heap.v[0].item;
 		if (op->queued)
 			mqp__fifo_remove(op->kind == OP_ACQUIRE ? &p->acquirers : &p->queue, op);
 		mqp__finish(p, op, MQP_ECLOSED);
 	}
+	while (p->later) { /* completions that were waiting for their callbacks */
+		struct op *op = p->later;
+		p->later = op->queue_next;
+		mqp__deliver(p, op, op->result);
+	}
+	p->later_tail = &p->later;
 	for (unsigned i = 0; i < p->opt.max_size; i++)
 		if (p->conns[i].open) {
 			mosquitto_disconnect(p->conns[i].m);
@@ -474,4 +497,100 @@ void mqp__io_run(struct mqp_pool *p)
 			mqp__conn_close(p, &p->conns[i]);
 		}
 	publish_gauges(p);
+}
+
+void mqp__io_run(struct mqp_pool *p)
+{
+	p->next_misc = mqc_now_ns() + MISC_INTERVAL_MS * MQC_NS_PER_MS;
+	while (!mqp__inbox_stopping(&p->inbox)) {
+		dispatch(p);
+		publish_gauges(p);
+		uint64_t now = mqc_now_ns(), wake = next_wake(p, now);
+		struct timespec timeout = mqc_ns_to_ts(wake > now ? wake - now : 0);
+		step(p, &timeout);
+	}
+	mqp__io_close(p);
+}
+
+/* --- on the application's event loop ------------------------------------------------------ */
+
+/* Ask the loop for the next run: at once when callbacks wait, else at the next deadline. */
+static void reschedule(struct mqp_pool *p)
+{
+	long ms = 0;
+	if (!p->later && !p->local) {
+		uint64_t now = mqc_now_ns(), wake = next_wake(p, now);
+		ms = wake <= now ? 0 : (long)((wake - now + MQC_NS_PER_MS - 1) / MQC_NS_PER_MS);
+	}
+	if (p->loop.schedule)
+		p->loop.schedule(p->loop.data, ms);
+}
+
+/* Ops the loop's thread made while busy (and, when run_callbacks, the callbacks that waited),
+ * until none is left: a callback may make more. */
+static void settle_local(struct mqp_pool *p, bool run_callbacks)
+{
+	do {
+		while (p->local) {
+			struct op *op = p->local;
+			p->local = op->queue_next;
+			if (!p->local)
+				p->local_tail = &p->local;
+			accept_op(p, op);
+		}
+		dispatch(p);
+		while (run_callbacks && p->later && !p->local) {
+			struct op *op = p->later;
+			p->later = op->queue_next;
+			if (!p->later)
+				p->later_tail = &p->later;
+			mqp__deliver(p, op, op->result);
+		}
+	} while (p->local || (run_callbacks && p->later));
+}
+
+void mqp__io_start_on_loop(struct mqp_pool *p)
+{
+	p->next_misc = mqc_now_ns() + MISC_INTERVAL_MS * MQC_NS_PER_MS;
+	p->later_tail = &p->later;
+	p->local_tail = &p->local;
+	if (p->loop.schedule)
+		p->loop.schedule(p->loop.data, 0); /* open min_size connections soon */
+}
+
+bool mqp__io_process(struct mqp_pool *p)
+{
+	if (p->busy || atomic_load(&p->closed))
+		return false; /* from a callback inside a run: the run goes on */
+	p->busy = true;
+	dispatch(p);
+	struct timespec none = { 0 };
+	step(p, &none);
+	settle_local(p, true);
+	publish_gauges(p);
+	p->busy = false;
+	if (p->destroy_requested || mqp__inbox_stopping(&p->inbox))
+		return true; /* the caller closes the pool */
+	reschedule(p);
+	return false;
+}
+
+int mqp__io_direct(struct mqp_pool *p, struct op *op, mqp_ticket *ticket)
+{
+	int rc = mqp__inbox_admit(&p->inbox, op, ticket);
+	if (rc != MQP_OK)
+		return rc;
+	op->queue_next = NULL;
+	*p->local_tail = op;
+	p->local_tail = &op->queue_next;
+	if (p->busy)
+		return MQP_OK; /* a callback's call: the run it is part of takes it */
+	p->busy = true;
+	p->defer_callbacks = true;
+	settle_local(p, false);
+	p->defer_callbacks = false;
+	publish_gauges(p);
+	p->busy = false;
+	reschedule(p);
+	return MQP_OK;
 }

@@ -161,11 +161,12 @@ static void wake_io(struct op_inbox *in)
 int mqp__inbox_post(struct op_inbox *in, struct op *op, mqp_ticket *ticket)
 {
 	pthread_mutex_lock(&in->lock);
-	bool refused = in->stopping || (in->draining && op->kind <= OP_ACQUIRE);
+	bool refused
+	    = atomic_load(&in->stopping) || (atomic_load(&in->draining) && op->kind <= OP_ACQUIRE);
 	bool first = in->head == NULL; /* the I/O thread takes the whole list per wake-up */
 	if (!refused) {
 		if (ticket) /* before the I/O thread can see it, so before any callback */
-			*ticket = op->ticket = ++in->next_ticket;
+			*ticket = op->ticket = atomic_fetch_add(&in->next_ticket, 1) + 1;
 		atomic_fetch_add(&in->outstanding, 1);
 		op->queue_next = NULL;
 		*in->tail = op;
@@ -179,6 +180,22 @@ int mqp__inbox_post(struct op_inbox *in, struct op *op, mqp_ticket *ticket)
 	}
 	if (first)
 		wake_io(in);
+	return MQP_OK;
+}
+
+int mqp__inbox_admit(struct op_inbox *in, struct op *op, mqp_ticket *ticket)
+{
+	/* Counted first, checked second: a drain sets draining first and counts second, so either
+	 * it sees this op or this op sees the drain (both sequentially consistent). */
+	atomic_fetch_add(&in->outstanding, 1);
+	if (atomic_load(&in->stopping) || (atomic_load(&in->draining) && op->kind <= OP_ACQUIRE)) {
+		mqp__inbox_done(in);
+		atomic_store(&op->refs, 1);
+		mqp__op_unref(op);
+		return MQP_ECLOSED;
+	}
+	if (ticket)
+		*ticket = op->ticket = atomic_fetch_add(&in->next_ticket, 1) + 1;
 	return MQP_OK;
 }
 
@@ -197,18 +214,15 @@ struct op *mqp__inbox_take(struct op_inbox *in)
 
 bool mqp__inbox_stopping(struct op_inbox *in)
 {
-	pthread_mutex_lock(&in->lock);
-	bool stopping = in->stopping;
-	pthread_mutex_unlock(&in->lock);
-	return stopping;
+	return atomic_load(&in->stopping);
 }
 
 void mqp__inbox_stop(struct op_inbox *in, bool deferred)
 {
 	pthread_mutex_lock(&in->lock);
-	if (deferred && !in->stopping)
+	if (deferred && !atomic_load(&in->stopping))
 		in->destroy_deferred = true;
-	in->stopping = true;
+	atomic_store(&in->stopping, true);
 	pthread_mutex_unlock(&in->lock);
 	wake_io(in);
 }
@@ -249,7 +263,7 @@ int mqp__inbox_drain(struct op_inbox *in, const atomic_uint *also, unsigned time
 	struct timespec until = mqc_ns_to_ts(mqc_now_ns() + (uint64_t)timeout_ms * MQC_NS_PER_MS);
 	int rc = MQP_OK;
 	pthread_mutex_lock(&in->lock);
-	in->draining = true;
+	atomic_store(&in->draining, true);
 	atomic_store(&in->drain_waiting, true);
 	while (!drained(in, also))
 		if (pthread_cond_timedwait(&in->drained, &in->lock, &until) == ETIMEDOUT) {

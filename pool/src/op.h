@@ -104,13 +104,13 @@ bool mqp__op_wait(struct op *op, uint64_t until);
 /* Where callers hand ops to the I/O thread, and what mqp_pool_drain and destroy wait on. */
 struct op_inbox {
 	pthread_mutex_t lock;
-	struct op *head, **tail; /* under lock */
-	mqp_ticket next_ticket;  /* under lock */
-	bool stopping;           /* under lock: everything is refused */
-	bool draining;           /* under lock: new work is refused */
-	bool destroy_deferred;   /* under lock: the I/O thread frees the pool (destroy from a
-	                            callback) */
-	pthread_cond_t drained;  /* under lock; CLOCK_MONOTONIC */
+	struct op *head, **tail;          /* under lock */
+	atomic_uint_fast64_t next_ticket; /* the last ticket issued */
+	atomic_bool stopping;             /* written under lock: everything is refused */
+	atomic_bool draining;             /* written under lock: new work is refused */
+	bool destroy_deferred;            /* under lock: the I/O thread frees the pool (destroy from a
+	                                     callback) */
+	pthread_cond_t drained;           /* under lock; CLOCK_MONOTONIC */
 	atomic_bool drain_waiting;
 	atomic_uint outstanding; /* posted and not yet completed (callback returned) */
 	int evfd;                /* readable when the list has ops or the inbox stops */
@@ -122,6 +122,10 @@ void mqp__inbox_free(struct op_inbox *in);
  * NULL: an async call's ticket is issued under the lock that publishes op, so before any
  * callback can run. */
 int mqp__inbox_post(struct op_inbox *in, struct op *op, mqp_ticket *ticket);
+/* The pool's own thread (a pool on an event loop, called from the loop's thread): admit op
+ * without the lock or a wake-up, with the same refusals and ticket as a post. MQP_OK, or
+ * MQP_ECLOSED with op freed. */
+int mqp__inbox_admit(struct op_inbox *in, struct op *op, mqp_ticket *ticket);
 /* I/O thread: every op posted so far, oldest first (linked through queue_next). */
 struct op *mqp__inbox_take(struct op_inbox *in);
 bool mqp__inbox_stopping(struct op_inbox *in);

@@ -7,10 +7,13 @@
  *   logic.c  the pool's decisions as pure functions (logic.h)
  *   corr.c   correlation data nobody can forge (corr.h)
  *   conn.c   a connection's life, and completing the operations it carries (conn.h)
- *   io.c     the I/O thread's loop: dispatch, leases, deadlines, housekeeping (io.h)
- *   api.c    the public calls; stats.c the public accessors; create.c new and destroy;
+ *   io.c     the I/O loop: dispatch, leases, deadlines, housekeeping, on the pool's own thread
+ *            or inside an application's event loop (io.h)
+ *   stats.c  the public accessors
+ *   api.c    the public calls (on an event loop's thread they go straight to io.c);
+ *            create.c new, destroy, and running on an event loop
  *   legacy.c requests on a fixed reply topic, built on leases
- * Each depends only on those above it in that list (api.c, stats.c on op.c and these types).
+ * Each depends only on those above it in that list (stats.c on op.c and these types).
  */
 #ifndef MQP_POOL_H
 #define MQP_POOL_H
@@ -104,6 +107,16 @@ struct mqp_pool {
 	unsigned backoff_ms;
 	uint64_t backoff_until;
 	bool connect_failed;
+	uint64_t next_misc; /* keepalive for every connection */
+	/* On the application's event loop (options.loop); the loop's thread only, but closed */
+	bool on_loop;
+	struct mqp_loop loop;
+	bool busy;            /* inside mqp_pool_process or a call made on the loop's thread */
+	bool defer_callbacks; /* inside such a call: completions wait for the next process */
+	struct op *later, **later_tail; /* completed async ops whose callbacks wait */
+	struct op *local, **local_tail; /* ops from the loop's thread while busy */
+	bool destroy_requested;         /* destroy from a callback: at the end of this process */
+	atomic_bool closed;             /* the close sequence has run (destroy from another thread) */
 };
 
 #endif

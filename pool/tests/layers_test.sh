@@ -12,10 +12,10 @@ layers='0 op
 0 corr
 1 conn
 2 io
-2 api
 2 stats
+3 api
 3 create
-3 legacy'
+4 legacy'
 layer_of() { echo "$layers" | awk -v f="$1" '$2 == f {print $1}'; }
 status=0
 for c in "$src"/*.c; do

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,8 +19,63 @@
 
 #include "mqc_clock.h"
 #include "mqttpool.h"
+#include "mqttpool_event.h"
+#include "mqttpool_uv.h"
 #include "pool_test_util.h"
 #include "tb_test.h"
+
+/* MQP_TEST_LOOP=uv or event: every pool of these tests runs on an event loop of that kind, in a
+ * thread of its own, instead of with its own I/O thread. The test's blocking calls then reach
+ * the pool the way another thread's calls reach a pool on an application's loop, and its
+ * callbacks run on the loop's thread. The loop thread ends when the pool is destroyed (the
+ * adapter closes its handles; the loop has nothing left to run). */
+struct loop_thread {
+	const char *url;
+	struct mqp_pool_options *o;
+	mqp_pool *pool;
+	int rc;
+	char err[256];
+	sem_t ready;
+	bool event;
+};
+
+/* The loop thread owns lt once the pool exists (new_pool has read it by then: the loop cannot
+ * end before the pool is destroyed); when the pool could not be made, new_pool frees it. */
+static void *loop_main(void *arg)
+{
+	struct loop_thread *lt = arg;
+	bool made;
+	if (lt->event) {
+		struct event_base *base = event_base_new();
+		lt->rc = base ? mqp_event_pool_new(base, lt->url, lt->o, &lt->pool, lt->err, sizeof lt->err)
+		              : MQP_ENOMEM;
+		made = lt->rc == MQP_OK;
+		sem_post(&lt->ready);
+		if (base) {
+			event_base_dispatch(base); /* until the pool is destroyed: no events left */
+			event_base_free(base);
+		}
+	} else {
+		uv_loop_t loop;
+		uv_loop_init(&loop);
+		lt->rc = mqp_uv_pool_new(&loop, lt->url, lt->o, &lt->pool, lt->err, sizeof lt->err);
+		made = lt->rc == MQP_OK;
+		sem_post(&lt->ready);
+		uv_run(&loop, UV_RUN_DEFAULT); /* until the pool is destroyed: no handles left */
+		uv_loop_close(&loop);
+	}
+	if (made) {
+		sem_destroy(&lt->ready);
+		free(lt);
+	}
+	return NULL;
+}
+
+const char *test_loop_kind(void)
+{
+	const char *kind = getenv("MQP_TEST_LOOP");
+	return kind && (strcmp(kind, "uv") == 0 || strcmp(kind, "event") == 0) ? kind : NULL;
+}
 
 mqp_pool *new_pool(const char *url, struct mqp_pool_options *o)
 {
@@ -33,9 +89,30 @@ mqp_pool *new_pool(const char *url, struct mqp_pool_options *o)
 		o->cafile = i->ca_file;
 	mqp_pool *p = NULL;
 	char err[256];
-	int rc = mqp_pool_new(url, o, &p, err, sizeof err);
+	int rc;
+	const char *kind = test_loop_kind();
+	if (kind) {
+		struct loop_thread *lt = calloc(1, sizeof *lt);
+		assert_non_null(lt);
+		*lt = (struct loop_thread) { .url = url, .o = o, .event = strcmp(kind, "event") == 0 };
+		sem_init(&lt->ready, 0, 0);
+		pthread_t t;
+		assert_int_equal(pthread_create(&t, NULL, loop_main, lt), 0);
+		pthread_detach(t);
+		sem_wait(&lt->ready);
+		rc = lt->rc;
+		p = lt->pool;
+		snprintf(err, sizeof err, "%s", lt->err);
+		if (rc != MQP_OK) { /* the loop thread does not free it then */
+			sem_destroy(&lt->ready);
+			free(lt);
+		}
+	} else {
+		rc = mqp_pool_new(url, o, &p, err, sizeof err);
+	}
 	if (rc != MQP_OK)
 		fail_msg("mqp_pool_new: %s: %s", mqp_strerror(rc), err);
+	assert_int_equal(mqp_pool_fd(p) >= 0, kind != NULL); /* on a loop exactly when asked */
 	return p;
 }
 

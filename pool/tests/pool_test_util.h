@@ -19,6 +19,10 @@
  * it cannot be made. o may be NULL; its username, password and cafile are filled in. */
 mqp_pool *new_pool(const char *url, struct mqp_pool_options *o);
 
+/* "uv" or "event" when MQP_TEST_LOOP runs every new_pool on an event loop of that kind (in a
+ * thread of its own), else NULL. */
+const char *test_loop_kind(void);
+
 /* A plain MQTT 5 client of the test broker, as the test user. */
 struct tb_client *outside_client(void);
 
