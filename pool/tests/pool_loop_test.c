@@ -56,8 +56,8 @@ static mqp_pool *tloop_pool(struct tloop *l, const char *url, struct mqp_pool_op
 		o->cafile = i->ca_file;
 	mqp_pool *p = NULL;
 	char err[256] = "";
-	int rc = l->event ? mqp_event_pool_new(l->base, url, o, &p, err, sizeof err)
-	                  : mqp_uv_pool_new(&l->uv, url, o, &p, err, sizeof err);
+	mqp_err rc = l->event ? mqp_event_pool_new(l->base, url, o, &p, err, sizeof err)
+	                      : mqp_uv_pool_new(&l->uv, url, o, &p, err, sizeof err);
 	if (rc != MQP_OK)
 		fail_msg("%s: %s: %s", kind_name(l), mqp_strerror(rc), err);
 	return p;

@@ -33,7 +33,7 @@ struct loop_thread {
 	const char *url;
 	struct mqp_pool_options *o;
 	mqp_pool *pool;
-	int rc;
+	mqp_err rc;
 	char err[256];
 	sem_t ready;
 	bool event;
