@@ -99,9 +99,16 @@ void mqp__deliver(struct mqp_pool *p, struct op *op, int result)
 		    result == MQP_OK
 		        ? (mqp_lease) { .pool = p, .slot = op->slot, .generation = op->generation }
 		        : (mqp_lease) { 0 });
-	else if (!mqp__op_complete(op, result) && op->kind == OP_ACQUIRE && result == MQP_OK)
-		lease_abandoned(p, op->slot);
-	/* Only now is the call over: a drain must not return while its callback still runs. */
+	else {
+		/* A caller waits: its call is over before it wakes, so a drain it makes next (or
+		 * anyone's) does not still count it. */
+		mqp__inbox_done(&p->inbox);
+		if (!mqp__op_complete(op, result) && op->kind == OP_ACQUIRE && result == MQP_OK)
+			lease_abandoned(p, op->slot); /* drain also waits for the lease count */
+		mqp__op_unref(op);
+		return;
+	}
+	/* Only now is an async call over: a drain must not return while its callback still runs. */
 	mqp__inbox_done(&p->inbox);
 	mqp__op_unref(op);
 }

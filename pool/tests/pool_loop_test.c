@@ -46,14 +46,10 @@ static void tloop_init(struct tloop *l, bool event)
 
 static mqp_pool *tloop_pool(struct tloop *l, const char *url, struct mqp_pool_options *o)
 {
-	const struct tb_info *i = tb_test_info();
 	struct mqp_pool_options defaults = MQP_POOL_OPTIONS_INIT;
 	if (!o)
 		o = &defaults;
-	o->username = i->username;
-	o->password = i->password;
-	if (strncmp(url, "mqtts", 5) == 0 && !o->cafile)
-		o->cafile = i->ca_file;
+	test_broker_options(url, o);
 	mqp_pool *p = NULL;
 	char err[256] = "";
 	mqp_err rc = l->event ? mqp_event_pool_new(l->base, url, o, &p, err, sizeof err)

@@ -77,16 +77,21 @@ const char *test_loop_kind(void)
 	return kind && (strcmp(kind, "uv") == 0 || strcmp(kind, "event") == 0) ? kind : NULL;
 }
 
-mqp_pool *new_pool(const char *url, struct mqp_pool_options *o)
+void test_broker_options(const char *url, struct mqp_pool_options *o)
 {
 	const struct tb_info *i = tb_test_info();
-	struct mqp_pool_options defaults = MQP_POOL_OPTIONS_INIT;
-	if (!o)
-		o = &defaults;
 	o->username = i->username;
 	o->password = i->password;
 	if (strncmp(url, "mqtts", 5) == 0 && !o->cafile)
 		o->cafile = i->ca_file;
+}
+
+mqp_pool *new_pool(const char *url, struct mqp_pool_options *o)
+{
+	struct mqp_pool_options defaults = MQP_POOL_OPTIONS_INIT;
+	if (!o)
+		o = &defaults;
+	test_broker_options(url, o);
 	mqp_pool *p = NULL;
 	char err[256];
 	int rc;

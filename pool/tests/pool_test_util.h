@@ -19,6 +19,9 @@
  * it cannot be made. o may be NULL; its username, password and cafile are filled in. */
 mqp_pool *new_pool(const char *url, struct mqp_pool_options *o);
 
+/* The test user's credentials (and the broker's CA for mqtts://) into o. */
+void test_broker_options(const char *url, struct mqp_pool_options *o);
+
 /* "uv" or "event" when MQP_TEST_LOOP runs every new_pool on an event loop of that kind (in a
  * thread of its own), else NULL. */
 const char *test_loop_kind(void);
