@@ -294,8 +294,9 @@ int bench_run_request(const struct bench_opts *o)
 	for (int mode = 0; mode < BENCH_REQUEST_MODES; mode++) {
 		if (o->request_mode >= 0 ? o->request_mode != mode : mode == 3)
 			continue; /* "all" is naive, pool and dedicated; loop is asked for by name */
-		fprintf(stderr, "mqbench: %s: %u workers for %.1fs...\n", bench_request_modes[mode],
-		    o->concurrency, (double)o->duration_ns / 1e9);
+		fprintf(stderr, "mqbench: %s: %u %s for %.1fs...\n", bench_request_modes[mode],
+		    o->concurrency, mode == 3 ? "requests in flight on one loop" : "workers",
+		    (double)o->duration_ns / 1e9);
 		if (run_mode(o, mode, run, &r[mode]) != 0)
 			rc = 1;
 	}

@@ -21,9 +21,8 @@
 
 struct loop_run {
 	const struct bench_opts *o;
-	uv_loop_t *loop;
-	uv_timer_t schedule, progress;
-	int tfd; /* open loop: a timerfd at the next slot (libuv's timers count in ms) */
+	uv_timer_t progress; /* a line a second */
+	int tfd;             /* open loop: a timerfd at the next slot (libuv's timers count in ms) */
 	uv_poll_t slots;
 	mqp_pool *pool;
 	uint64_t t0, end, next; /* next: the next slot's number (open loop) */
@@ -47,7 +46,6 @@ static void stop(struct loop_run *lr)
 	if (lr->stopping)
 		return;
 	lr->stopping = true;
-	uv_close((uv_handle_t *)&lr->schedule, NULL);
 	uv_close((uv_handle_t *)&lr->progress, NULL);
 	if (lr->tfd >= 0)
 		uv_close((uv_handle_t *)&lr->slots, NULL);
@@ -143,8 +141,7 @@ static void on_progress(uv_timer_t *h)
 	    (unsigned long long)lr->r->done, (unsigned long long)lr->r->timeouts,
 	    (unsigned long long)lr->r->errors);
 	lr->last_done = lr->r->done;
-	if (now >= lr->end && lr->inflight == 0)
-		stop(lr);
+	start_due(lr); /* refills places a failed start left empty; ends a finished run */
 }
 
 static void on_slot(uv_poll_t *h, int status, int events)
@@ -158,15 +155,6 @@ static void on_slot(uv_poll_t *h, int status, int events)
 	start_due(lr);
 }
 
-/* Once a second: ends a run whose last requests have completed (the completions end it too). */
-static void on_tick(uv_timer_t *h)
-{
-	struct loop_run *lr = h->data;
-	start_due(lr);
-	if (mqc_now_ns() >= lr->end && lr->inflight == 0)
-		stop(lr);
-}
-
 int bench_request_loop(
     const struct bench_opts *o, const struct mqp_pool_options *po, struct bench_loop_result *r)
 {
@@ -175,7 +163,7 @@ int bench_request_loop(
 		fprintf(stderr, "mqbench: loop: uv_loop_init failed\n");
 		return -1;
 	}
-	struct loop_run lr = { .o = o, .loop = &loop, .r = r, .tfd = -1 };
+	struct loop_run lr = { .o = o, .r = r, .tfd = -1 };
 	lr.plen = snprintf(lr.payload, sizeof lr.payload, "bench-loop");
 	char err[256];
 	int rc = mqp_uv_pool_new(&loop, o->net.broker, po, &lr.pool, err, sizeof err);
@@ -194,13 +182,11 @@ int bench_request_loop(
 		if (st.ready < po->min_size)
 			nanosleep(&(struct timespec) { .tv_nsec = 1000000 }, NULL);
 	} while (st.ready < po->min_size && mqc_now_ns() < warm);
-	uv_timer_init(&loop, &lr.schedule);
 	uv_timer_init(&loop, &lr.progress);
-	lr.schedule.data = lr.progress.data = &lr;
+	lr.progress.data = &lr;
 	lr.t0 = mqc_now_ns();
 	lr.end = lr.t0 + o->duration_ns;
 	uv_timer_start(&lr.progress, on_progress, 1000, 1000);
-	uv_timer_start(&lr.schedule, on_tick, 1000, 1000);
 	lr.tfd = -1;
 	if (o->rate > 0) {
 		lr.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);

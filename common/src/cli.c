@@ -45,7 +45,8 @@ static const struct mqc_cli_opt conn_table[] = {
 	{ "key", K_KEY, "FILE", "the client certificate's private key", MQC_CLI_BROKER },
 	{ "username", 'u', "USER", "user name (or MQTT_USERNAME, or in the URL)", MQC_CLI_BROKER },
 	{ "password", 'P', "PASSWORD",
-	    "password; ps shows it: prefer MQTT_PASSWORD or\n--password-file", MQC_CLI_BROKER },
+	    "password; ps shows it (in the URL too): prefer\nMQTT_PASSWORD or --password-file",
+	    MQC_CLI_BROKER },
 	{ "password-file", K_PASSWORD_FILE, "FILE", "the password is the first line of FILE",
 	    MQC_CLI_BROKER },
 	{ "client-id", 'i', "ID", "client id (default: a prefix and 64 random bits)",
@@ -270,12 +271,14 @@ static int read_password_file(const struct mqc_cli *cli, struct mqc_cli_conn *c,
 		say(cli, "--password-file %s: %s", path, strerror(errno));
 		return -1;
 	}
+	c->secret_buf[0] = '\0'; /* an empty file: an empty password */
 	bool ok = fgets(c->secret_buf, sizeof c->secret_buf, f) != NULL || feof(f);
-	if (!ok)
-		c->secret_buf[0] = '\0';
+	/* A full buffer without its newline: the line goes on, unless the file ends there. */
+	bool cut = ok && strlen(c->secret_buf) == sizeof c->secret_buf - 1
+	    && !strchr(c->secret_buf, '\n') && fgetc(f) != EOF;
 	fclose(f);
 	size_t n = strcspn(c->secret_buf, "\r\n");
-	if (!ok || (c->secret_buf[n] == '\0' && n == sizeof c->secret_buf - 1)) {
+	if (!ok || cut) {
 		say(cli, "--password-file %s: %s", path,
 		    ok ? "the first line is too long" : "cannot be read");
 		return -1;

@@ -83,9 +83,11 @@ static int submit_async(struct mqp_pool *p, struct op *op, mqp_ticket *ticket)
 	return submit(p, op, ticket ? ticket : &unused);
 }
 
-static int check_call(struct mqp_pool *p, const char *topic, int qos)
+/* A request or publish: MQP_NO_WAIT is refused, since it would be sent and given up at once. */
+static int check_call(struct mqp_pool *p, const char *topic, int qos, unsigned timeout_ms)
 {
-	if (!p || !topic || !*topic || qos < 0 || qos > 2 || strpbrk(topic, "+#"))
+	if (!p || !topic || !*topic || qos < 0 || qos > 2 || strpbrk(topic, "+#")
+	    || timeout_ms == MQP_NO_WAIT)
 		return MQP_EINVAL;
 	if (strlen(topic) >= MQP_TOPIC_MAX)
 		return MQP_ETOOBIG;
@@ -97,9 +99,7 @@ static int check_call(struct mqp_pool *p, const char *topic, int qos)
 mqp_err mqp_pool_request(mqp_pool *p, const char *topic, const void *payload, size_t len, int qos,
     unsigned timeout_ms, struct mqp_reply *reply)
 {
-	if (timeout_ms == MQP_NO_WAIT) /* it would be sent and given up at once */
-		return MQP_EINVAL;
-	int rc = check_call(p, topic, qos);
+	int rc = check_call(p, topic, qos, timeout_ms);
 	if (rc != MQP_OK)
 		return rc;
 	if (!reply || (len && !payload) || p->opt.protocol != 5)
@@ -117,9 +117,7 @@ mqp_err mqp_pool_request(mqp_pool *p, const char *topic, const void *payload, si
 mqp_err mqp_pool_publish(mqp_pool *p, const char *topic, const void *payload, size_t len, int qos,
     int retain, unsigned timeout_ms)
 {
-	if (timeout_ms == MQP_NO_WAIT) /* it would be sent and given up at once */
-		return MQP_EINVAL;
-	int rc = check_call(p, topic, qos);
+	int rc = check_call(p, topic, qos, timeout_ms);
 	if (rc != MQP_OK)
 		return rc;
 	if (len && !payload)
@@ -256,11 +254,11 @@ mqp_err mqp_pool_receive(mqp_pool *p, const char *filter, int qos, int options, 
 	return rc;
 }
 
-static int check_async(
-    struct mqp_pool *p, const char *topic, int qos, const void *payload, size_t len, bool have_cb)
+static int check_async(struct mqp_pool *p, const char *topic, int qos, const void *payload,
+    size_t len, bool have_cb, unsigned timeout_ms)
 {
 	if (!p || !topic || !*topic || qos < 0 || qos > 2 || strpbrk(topic, "+#") || !have_cb
-	    || (len && !payload))
+	    || (len && !payload) || timeout_ms == MQP_NO_WAIT)
 		return MQP_EINVAL;
 	if (strlen(topic) >= MQP_TOPIC_MAX || len > (size_t)256 << 20)
 		return MQP_ETOOBIG;
@@ -270,9 +268,7 @@ static int check_async(
 mqp_err mqp_pool_request_async(mqp_pool *p, const char *topic, const void *payload, size_t len,
     int qos, unsigned timeout_ms, mqp_request_cb cb, void *userdata, mqp_ticket *ticket)
 {
-	if (timeout_ms == MQP_NO_WAIT) /* it would be sent and given up at once */
-		return MQP_EINVAL;
-	int rc = check_async(p, topic, qos, payload, len, cb != NULL);
+	int rc = check_async(p, topic, qos, payload, len, cb != NULL, timeout_ms);
 	if (rc != MQP_OK)
 		return rc;
 	if (p->opt.protocol != 5)
@@ -289,9 +285,7 @@ mqp_err mqp_pool_request_async(mqp_pool *p, const char *topic, const void *paylo
 mqp_err mqp_pool_publish_async(mqp_pool *p, const char *topic, const void *payload, size_t len,
     int qos, int retain, unsigned timeout_ms, mqp_done_cb cb, void *userdata, mqp_ticket *ticket)
 {
-	if (timeout_ms == MQP_NO_WAIT) /* it would be sent and given up at once */
-		return MQP_EINVAL;
-	int rc = check_async(p, topic, qos, payload, len, cb != NULL);
+	int rc = check_async(p, topic, qos, payload, len, cb != NULL, timeout_ms);
 	if (rc != MQP_OK)
 		return rc;
 	uint64_t deadline = deadline_in(p, timeout_ms);

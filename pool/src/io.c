@@ -515,15 +515,18 @@ void mqp__io_run(struct mqp_pool *p)
 /* --- on the application's event loop ------------------------------------------------------ */
 
 /* Ask the loop for the next run: at once when callbacks wait, else at the next deadline. */
-static void reschedule(struct mqp_pool *p)
+/* After a run (always: the loop's timer may have been the one that fired), or after a call on
+ * the loop's thread (only when the run is now due earlier than asked: a timer that fires early
+ * costs one empty run, while asking the loop again on every request would cost every request). */
+static void reschedule(struct mqp_pool *p, bool after_run)
 {
-	long ms = 0;
-	if (!p->later && !p->local) {
-		uint64_t now = mqc_now_ns(), wake = next_wake(p, now);
-		ms = wake <= now ? 0 : (long)((wake - now + MQC_NS_PER_MS - 1) / MQC_NS_PER_MS);
-	}
-	if (p->loop.schedule)
-		p->loop.schedule(p->loop.data, ms);
+	uint64_t now = mqc_now_ns();
+	uint64_t wake = p->later || p->local ? now : next_wake(p, now);
+	if (!after_run && wake >= p->scheduled_at)
+		return;
+	p->scheduled_at = wake;
+	long ms = wake <= now ? 0 : (long)((wake - now + MQC_NS_PER_MS - 1) / MQC_NS_PER_MS);
+	p->loop.schedule(p->loop.data, ms);
 }
 
 /* Ops the loop's thread made while busy (and, when run_callbacks, the callbacks that waited),
@@ -554,8 +557,8 @@ void mqp__io_start_on_loop(struct mqp_pool *p)
 	p->next_misc = mqc_now_ns() + MISC_INTERVAL_MS * MQC_NS_PER_MS;
 	p->later_tail = &p->later;
 	p->local_tail = &p->local;
-	if (p->loop.schedule)
-		p->loop.schedule(p->loop.data, 0); /* open min_size connections soon */
+	p->scheduled_at = mqc_now_ns();
+	p->loop.schedule(p->loop.data, 0); /* open min_size connections soon */
 }
 
 bool mqp__io_process(struct mqp_pool *p)
@@ -571,7 +574,7 @@ bool mqp__io_process(struct mqp_pool *p)
 	p->busy = false;
 	if (p->destroy_requested || mqp__inbox_stopping(&p->inbox))
 		return true; /* the caller closes the pool */
-	reschedule(p);
+	reschedule(p, true);
 	return false;
 }
 
@@ -591,6 +594,6 @@ int mqp__io_direct(struct mqp_pool *p, struct op *op, mqp_ticket *ticket)
 	p->defer_callbacks = false;
 	publish_gauges(p);
 	p->busy = false;
-	reschedule(p);
+	reschedule(p, false);
 	return MQP_OK;
 }

@@ -116,6 +116,7 @@ struct mqp_pool {
 	struct op *later, **later_tail; /* completed async ops whose callbacks wait */
 	struct op *local, **local_tail; /* ops from the loop's thread while busy */
 	bool destroy_requested;         /* destroy from a callback: at the end of this process */
+	uint64_t scheduled_at;          /* when the loop was last asked to run the pool */
 	atomic_bool closed;             /* the close sequence has run (destroy from another thread) */
 };
 
