@@ -16,7 +16,7 @@ cat >"$tmp/main.c" <<'C'
 int main(void)
 {
 	return strcmp(mqp_strerror(MQP_ETIMEDOUT), "timed out") != 0
-	    || strcmp(mqp_version(), MQP_VERSION_STRING) != 0 || MQP_VERSION_NUMBER < 0x000200;
+	    || strcmp(mqp_version(), MQP_VERSION_STRING) != 0 || MQP_VERSION_NUMBER < 0x000300;
 }
 C
 export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
