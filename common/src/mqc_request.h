@@ -14,6 +14,10 @@
  * without a pool does. "Dedicated" keeps one requester per thread.
  *
  * A requester belongs to the thread that opened it.
+ *
+ * On an event loop the naive request is a state machine instead (mqc_request_start): the loop
+ * watches the requester's socket, calls mqc_request_step() when it is ready and keeps the
+ * deadline itself; nothing blocks but name resolution.
  */
 #ifndef MQC_REQUEST_H
 #define MQC_REQUEST_H
@@ -30,6 +34,7 @@ enum mqc_req_result {
 	MQC_REQ_LOST,     /* the connection closed */
 	MQC_REQ_DENIED,   /* the broker refused the SUBSCRIBE or (v5 PUBACK) the PUBLISH */
 	MQC_REQ_NOMEM,
+	MQC_REQ_PENDING, /* mqc_request_step: not done yet */
 };
 
 /** A reply: payload NUL-terminated (not counted in len), both malloc'd. */
@@ -62,6 +67,32 @@ void mqc_requester_close(struct mqc_requester *r);
 int mqc_request_once(const struct mqc_conn_opts *o, const char *inbox_prefix, const char *topic,
     const void *payload, size_t len, int qos, uint64_t deadline, struct mqc_req_reply *reply,
     char *err, size_t errlen);
+
+/**
+ * The naive way on an event loop: start connecting (without blocking, name resolution aside);
+ * CONNECT, SUBSCRIBE and the command follow in mqc_request_step(). topic and payload are copied.
+ * @return MQC_REQ_OK with *out set, or a result with err saying why.
+ */
+int mqc_request_start(const struct mqc_conn_opts *o, const char *inbox_prefix, const char *topic,
+    const void *payload, size_t len, int qos, struct mqc_requester **out, char *err,
+    size_t errlen);
+
+/** The socket to watch, and whether to watch it for writing too (after every step). */
+int mqc_requester_fd(struct mqc_requester *r);
+bool mqc_requester_want_write(struct mqc_requester *r);
+
+/**
+ * Do the I/O the socket is ready for and move on: MQC_REQ_PENDING while the reply is still to
+ * come; otherwise the result, with *reply filled on MQC_REQ_OK and err saying why on failure.
+ */
+int mqc_request_step(struct mqc_requester *r, bool readable, bool writable,
+    struct mqc_req_reply *reply, char *err, size_t errlen);
+
+/** What a deadline that passes now means for a started request, in err; MQC_REQ_TIMEDOUT. */
+int mqc_request_expired(struct mqc_requester *r, char *err, size_t errlen);
+
+/** Disconnect without waiting and free (a started request, done or not). Accepts NULL. */
+void mqc_requester_abort(struct mqc_requester *r);
 
 /** Free what a reply holds (not the struct) and zero it. Accepts NULL. */
 void mqc_req_reply_free(struct mqc_req_reply *reply);

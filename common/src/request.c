@@ -26,6 +26,14 @@ struct mqc_requester {
 	unsigned char corr[CORR_LEN]; /* 8 random bytes of the connection, then seq */
 	struct mqc_req_reply *reply;  /* where the current request's reply goes, or NULL */
 	char inbox[256];
+	struct mqc_url url; /* for messages */
+	/* mqc_request_start: the phase, the command until it is sent, the reply until it is taken */
+	enum { PH_CONNECTING, PH_SUBSCRIBING, PH_WAITING } phase;
+	char *topic;
+	void *payload;
+	size_t len;
+	int qos;
+	struct mqc_req_reply own;
 };
 
 static void on_connect(struct mosquitto *m, void *obj, int rc, int f, const mosquitto_property *p)
@@ -124,7 +132,8 @@ static int waited(const struct mqc_requester *r, int rc)
 	return rc != MOSQ_ERR_SUCCESS || r->lost ? MQC_REQ_LOST : MQC_REQ_OK;
 }
 
-int mqc_requester_open(const struct mqc_conn_opts *o, const char *inbox_prefix, uint64_t deadline,
+/* A requester with its client made and the connect started (not waited for). */
+static int start_connect(const struct mqc_conn_opts *o, const char *inbox_prefix,
     struct mqc_requester **out, char *err, size_t errlen)
 {
 	*out = NULL;
@@ -134,6 +143,7 @@ int mqc_requester_open(const struct mqc_conn_opts *o, const char *inbox_prefix, 
 		return MQC_REQ_NOMEM;
 	}
 	r->connack = -1;
+	r->url = o->url;
 	if (mqc_random_bytes(r->corr, 8) != 0) {
 		snprintf(err, errlen, "no random bytes: %s", strerror(errno));
 		free(r);
@@ -150,7 +160,7 @@ int mqc_requester_open(const struct mqc_conn_opts *o, const char *inbox_prefix, 
 	int n = snprintf(r->inbox, sizeof r->inbox, "%s/%s", inbox_prefix, id);
 	if (n < 0 || (size_t)n >= sizeof r->inbox - 32) {
 		snprintf(err, errlen, "inbox prefix too long");
-		mqc_requester_close(r);
+		mqc_requester_abort(r);
 		return MQC_REQ_CONNECT;
 	}
 	mosquitto_connect_v5_callback_set(r->m, on_connect);
@@ -159,36 +169,71 @@ int mqc_requester_open(const struct mqc_conn_opts *o, const char *inbox_prefix, 
 	mosquitto_publish_v5_callback_set(r->m, on_publish);
 	mosquitto_message_v5_callback_set(r->m, on_message);
 	if (mqc_client_connect(r->m, &v5, err, errlen) != 0) {
-		mqc_requester_close(r);
+		mqc_requester_abort(r);
 		return MQC_REQ_CONNECT;
 	}
-	int rc = waited(r, mqc_client_wait(r->m, connack_in, connecting, r, deadline));
+	*out = r;
+	return MQC_REQ_OK;
+}
+
+/* Once CONNACK is in (or not): the result, with err saying why it is not MQC_REQ_OK. rc: how
+ * the wait for it ended. */
+static int connect_result(struct mqc_requester *r, int rc, char *err, size_t errlen)
+{
 	if (r->connack > 0) { /* the broker closes right after a refusal: that is not the news */
 		snprintf(
 		    err, errlen, "the broker refused CONNECT: %s", mosquitto_reason_string(r->connack));
-		rc = MQC_REQ_CONNECT;
-	} else if (rc != MQC_REQ_OK) {
+		return MQC_REQ_CONNECT;
+	}
+	if (rc != MQC_REQ_OK) {
 		char where[MQC_URL_HOST_MAX + 32];
-		mqc_url_format(&o->url, where, sizeof where);
+		mqc_url_format(&r->url, where, sizeof where);
 		snprintf(err, errlen, "no CONNACK from %s: %s", where,
 		    rc == MQC_REQ_TIMEDOUT ? "timed out" : "the connection closed (TCP or TLS failure)");
-		rc = rc == MQC_REQ_TIMEDOUT ? MQC_REQ_TIMEDOUT : MQC_REQ_CONNECT;
+		return rc == MQC_REQ_TIMEDOUT ? MQC_REQ_TIMEDOUT : MQC_REQ_CONNECT;
 	}
+	return MQC_REQ_OK;
+}
+
+static int subscribe_inbox(struct mqc_requester *r)
+{
+	char filter[sizeof r->inbox + 2];
+	snprintf(filter, sizeof filter, "%s/#", r->inbox);
+	return mosquitto_subscribe_v5(r->m, &r->sub_mid, filter, 1, MQTT_SUB_OPT_NO_LOCAL, NULL)
+	        == MOSQ_ERR_SUCCESS
+	    ? MQC_REQ_OK
+	    : MQC_REQ_LOST;
+}
+
+/* The SUBACK's outcome (rc: how the wait ended), with err saying why when it is not OK. */
+static int subscribe_result(struct mqc_requester *r, int rc, char *err, size_t errlen)
+{
+	if (rc == MQC_REQ_OK && r->sub_refused)
+		rc = MQC_REQ_DENIED;
+	if (rc != MQC_REQ_OK)
+		snprintf(err, errlen, "subscribing to %s/#: %s", r->inbox,
+		    rc == MQC_REQ_DENIED     ? "refused by the broker"
+		        : rc == MQC_REQ_LOST ? "the connection closed"
+		                             : "timed out");
+	return rc;
+}
+
+int mqc_requester_open(const struct mqc_conn_opts *o, const char *inbox_prefix, uint64_t deadline,
+    struct mqc_requester **out, char *err, size_t errlen)
+{
+	struct mqc_requester *r;
+	int rc = start_connect(o, inbox_prefix, out, err, errlen);
+	if (rc != MQC_REQ_OK)
+		return rc;
+	r = *out;
+	*out = NULL;
+	rc = connect_result(
+	    r, waited(r, mqc_client_wait(r->m, connack_in, connecting, r, deadline)), err, errlen);
 	if (rc == MQC_REQ_OK) {
-		char filter[sizeof r->inbox + 2];
-		snprintf(filter, sizeof filter, "%s/#", r->inbox);
-		if (mosquitto_subscribe_v5(r->m, &r->sub_mid, filter, 1, MQTT_SUB_OPT_NO_LOCAL, NULL)
-		    != MOSQ_ERR_SUCCESS)
-			rc = MQC_REQ_LOST;
-		else
+		rc = subscribe_inbox(r);
+		if (rc == MQC_REQ_OK)
 			rc = waited(r, mqc_client_wait(r->m, suback_in, NULL, r, deadline));
-		if (rc == MQC_REQ_OK && r->sub_refused)
-			rc = MQC_REQ_DENIED;
-		if (rc != MQC_REQ_OK)
-			snprintf(err, errlen, "subscribing to %s: %s", filter,
-			    rc == MQC_REQ_DENIED     ? "refused by the broker"
-			        : rc == MQC_REQ_LOST ? "the connection closed"
-			                             : "timed out");
+		rc = subscribe_result(r, rc, err, errlen);
 	}
 	if (rc != MQC_REQ_OK) {
 		mqc_requester_close(r);
@@ -198,11 +243,10 @@ int mqc_requester_open(const struct mqc_conn_opts *o, const char *inbox_prefix, 
 	return MQC_REQ_OK;
 }
 
-int mqc_requester_request(struct mqc_requester *r, const char *topic, const void *payload,
-    size_t len, int qos, uint64_t deadline, struct mqc_req_reply *reply)
+/* Publish the command for request number ++seq; its reply will go to reply (or nowhere). */
+static int publish_command(struct mqc_requester *r, const char *topic, const void *payload,
+    size_t len, int qos, struct mqc_req_reply *reply)
 {
-	if (reply)
-		*reply = (struct mqc_req_reply) { 0 };
 	r->seq++;
 	memcpy(r->corr + 8, &r->seq, sizeof r->seq);
 	r->got = r->pub_refused = r->nomem = false;
@@ -215,17 +259,33 @@ int mqc_requester_request(struct mqc_requester *r, const char *topic, const void
 	if (mosquitto_property_add_string(&props, MQTT_PROP_RESPONSE_TOPIC, response_topic)
 	        == MOSQ_ERR_SUCCESS
 	    && mosquitto_property_add_binary(&props, MQTT_PROP_CORRELATION_DATA, r->corr, CORR_LEN)
-	        == MOSQ_ERR_SUCCESS) {
+	        == MOSQ_ERR_SUCCESS)
 		rc = mosquitto_publish_v5(r->m, &r->pub_mid, topic, (int)len, payload, qos, false, props)
 		        == MOSQ_ERR_SUCCESS
-		    ? waited(r, mqc_client_wait(r->m, reply_in, NULL, r, deadline))
+		    ? MQC_REQ_OK
 		    : MQC_REQ_LOST;
-	}
 	mosquitto_property_free_all(&props);
+	return rc;
+}
+
+/* Once the reply is in or the wait ended (rc): the request's result. */
+static int reply_result(const struct mqc_requester *r, int rc)
+{
 	if (rc == MQC_REQ_OK && r->pub_refused)
 		rc = MQC_REQ_DENIED;
 	if (rc == MQC_REQ_OK && r->nomem)
 		rc = MQC_REQ_NOMEM;
+	return rc;
+}
+
+int mqc_requester_request(struct mqc_requester *r, const char *topic, const void *payload,
+    size_t len, int qos, uint64_t deadline, struct mqc_req_reply *reply)
+{
+	if (reply)
+		*reply = (struct mqc_req_reply) { 0 };
+	int rc = publish_command(r, topic, payload, len, qos, reply);
+	if (rc == MQC_REQ_OK)
+		rc = reply_result(r, waited(r, mqc_client_wait(r->m, reply_in, NULL, r, deadline)));
 	r->reply = NULL;
 	if (rc != MQC_REQ_OK)
 		mqc_req_reply_free(reply);
@@ -237,7 +297,19 @@ void mqc_requester_close(struct mqc_requester *r)
 	if (!r)
 		return;
 	mqc_client_close(r->m, 100);
+	free(r->topic);
+	free(r->payload);
+	mqc_req_reply_free(&r->own);
 	free(r);
+}
+
+void mqc_requester_abort(struct mqc_requester *r)
+{
+	if (!r)
+		return;
+	mqc_client_close(r->m, 0); /* DISCONNECT is written if the socket takes it now */
+	r->m = NULL;
+	mqc_requester_close(r);
 }
 
 int mqc_request_once(const struct mqc_conn_opts *o, const char *inbox_prefix, const char *topic,
@@ -253,6 +325,93 @@ int mqc_request_once(const struct mqc_conn_opts *o, const char *inbox_prefix, co
 		mqc_requester_close(r);
 	}
 	return rc;
+}
+
+/* --- on an event loop ----------------------------------------------------------------------- */
+
+int mqc_request_start(const struct mqc_conn_opts *o, const char *inbox_prefix, const char *topic,
+    const void *payload, size_t len, int qos, struct mqc_requester **out, char *err,
+    size_t errlen)
+{
+	int rc = start_connect(o, inbox_prefix, out, err, errlen);
+	if (rc != MQC_REQ_OK)
+		return rc;
+	struct mqc_requester *r = *out;
+	r->topic = strdup(topic);
+	r->payload = malloc(len ? len : 1);
+	if (!r->topic || !r->payload) {
+		mqc_requester_abort(r);
+		*out = NULL;
+		snprintf(err, errlen, "out of memory");
+		return MQC_REQ_NOMEM;
+	}
+	if (len)
+		memcpy(r->payload, payload, len);
+	r->len = len;
+	r->qos = qos;
+	return MQC_REQ_OK;
+}
+
+int mqc_requester_fd(struct mqc_requester *r)
+{
+	return mosquitto_socket(r->m);
+}
+
+bool mqc_requester_want_write(struct mqc_requester *r)
+{
+	return mqc_client_want_write(r->m, r->connack < 0);
+}
+
+int mqc_request_step(struct mqc_requester *r, bool readable, bool writable,
+    struct mqc_req_reply *reply, char *err, size_t errlen)
+{
+	*reply = (struct mqc_req_reply) { 0 };
+	int io = mqc_client_io(r->m, readable, writable, r->connack < 0);
+	int how = io == MOSQ_ERR_SUCCESS && !r->lost ? MQC_REQ_OK : MQC_REQ_LOST;
+	int rc = MQC_REQ_OK;
+	if (r->phase == PH_CONNECTING) {
+		if (r->connack < 0 && how == MQC_REQ_OK)
+			return MQC_REQ_PENDING;
+		rc = connect_result(r, r->connack >= 0 ? MQC_REQ_OK : how, err, errlen);
+		if (rc == MQC_REQ_OK && (rc = subscribe_inbox(r)) != MQC_REQ_OK)
+			subscribe_result(r, rc, err, errlen);
+		r->phase = PH_SUBSCRIBING;
+	}
+	if (rc == MQC_REQ_OK && r->phase == PH_SUBSCRIBING) {
+		if (!r->subscribed && !r->sub_refused && how == MQC_REQ_OK)
+			return MQC_REQ_PENDING;
+		rc = subscribe_result(r, r->subscribed || r->sub_refused ? MQC_REQ_OK : how, err, errlen);
+		if (rc == MQC_REQ_OK
+		    && (rc = publish_command(r, r->topic, r->payload, r->len, r->qos, &r->own))
+		        != MQC_REQ_OK)
+			snprintf(err, errlen, "publishing the command: %s",
+			    rc == MQC_REQ_NOMEM ? "out of memory" : "the connection closed");
+		r->phase = PH_WAITING;
+	}
+	if (rc == MQC_REQ_OK) {
+		if (!r->got && !r->pub_refused && how == MQC_REQ_OK && !r->lost)
+			return MQC_REQ_PENDING;
+		rc = reply_result(r, r->got || r->pub_refused ? MQC_REQ_OK : MQC_REQ_LOST);
+		if (rc == MQC_REQ_OK) {
+			*reply = r->own;
+			r->own = (struct mqc_req_reply) { 0 };
+		} else
+			snprintf(err, errlen, "%s",
+			    rc == MQC_REQ_DENIED  ? "the broker refused the command"
+			        : rc == MQC_REQ_NOMEM ? "out of memory"
+			                              : "the connection closed before the reply");
+	}
+	return rc;
+}
+
+int mqc_request_expired(struct mqc_requester *r, char *err, size_t errlen)
+{
+	if (r->phase == PH_CONNECTING)
+		return connect_result(r, MQC_REQ_TIMEDOUT, err, errlen);
+	if (r->phase == PH_SUBSCRIBING)
+		return subscribe_result(r, MQC_REQ_TIMEDOUT, err, errlen);
+	snprintf(err, errlen, "no reply by the deadline");
+	return MQC_REQ_TIMEDOUT;
 }
 
 void mqc_req_reply_free(struct mqc_req_reply *reply)

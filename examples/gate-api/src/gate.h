@@ -4,7 +4,7 @@
  * sends a command and waits for Success"), with a pooled and a connect-per-request route.
  *
  * gate_core.c holds what needs no network (routes, validation, error mapping, JSON, metrics);
- * naive.c the connect-per-request client; main.c the HTTP server and its lifecycle.
+ * server.c the event-driven HTTP server (server.h); main.c the command line and the lifecycle.
  */
 #ifndef GATE_H
 #define GATE_H
@@ -79,7 +79,8 @@ struct gate_counters {
 	 * cumulative here; the exposition adds them up) */
 	atomic_uint_fast64_t duration_buckets[GATE_BACKENDS][GATE_DURATION_BUCKETS + 1];
 	atomic_uint_fast64_t duration_ns_sum[GATE_BACKENDS];
-	atomic_uint pending; /* commands being served now */
+	atomic_uint_fast64_t abandoned[GATE_BACKENDS]; /* the client went away: request cancelled */
+	atomic_uint pending;                           /* commands being served now */
 };
 
 void gate_count(struct gate_counters *c, enum gate_backend b, int status);
@@ -88,23 +89,9 @@ void gate_count(struct gate_counters *c, enum gate_backend b, int status);
 void gate_observe_duration(struct gate_counters *c, enum gate_backend b, uint64_t ns);
 
 /**
- * The Prometheus text exposition of the gateway's counters and, when pool is not NULL, the pool's
- * statistics. Returns a malloc'd string or NULL.
+ * The Prometheus text exposition of the gateway's counters and the statistics of its pools (n of
+ * them, added up; NULL entries are skipped). Returns a malloc'd string or NULL.
  */
-char *gate_metrics_text(const struct gate_counters *c, mqp_pool *pool);
-
-/* --- naive.c ------------------------------------------------------------------------------- */
-
-struct mqc_conn_opts; /* mqc_client.h */
-
-/**
- * One request the way a handler without a pool does it (mqc_request_once: connect, subscribe to
- * an inbox under gate/inbox, publish the command with a v5 Response Topic and Correlation Data,
- * wait for the reply, disconnect), every step within timeout_ms. conn's client ids start "gate".
- * @return MQP_OK with *reply filled, MQP_ETIMEDOUT, MQP_ECONNECT (err says why),
- *         MQP_ECONNLOST, MQP_EDENIED, MQP_ENOMEM.
- */
-int gate_naive_request(const struct mqc_conn_opts *conn, const char *topic, const void *payload,
-    size_t len, int qos, unsigned timeout_ms, struct mqp_reply *reply, char *err, size_t err_len);
+char *gate_metrics_text(const struct gate_counters *c, mqp_pool *const *pools, size_t n);
 
 #endif

@@ -376,7 +376,39 @@ void gate_observe_duration(struct gate_counters *c, enum gate_backend b, uint64_
 	atomic_fetch_add(&c->duration_ns_sum[b], ns);
 }
 
-char *gate_metrics_text(const struct gate_counters *c, mqp_pool *pool)
+/* a += b: the pools' gauges and counters add up. */
+static void add_stats(struct mqp_pool_stats *a, const struct mqp_pool_stats *b)
+{
+	a->size += b->size;
+	a->ready += b->ready;
+	a->available += b->available;
+	a->connecting += b->connecting;
+	a->inflight += b->inflight;
+	a->queued += b->queued;
+	a->leased += b->leased;
+	a->requests += b->requests;
+	a->replies += b->replies;
+	a->late_replies += b->late_replies;
+	a->strays += b->strays;
+	a->duplicates += b->duplicates;
+	a->timeouts += b->timeouts;
+	a->publishes += b->publishes;
+	a->acquires += b->acquires;
+	a->acquire_timeouts += b->acquire_timeouts;
+	a->releases += b->releases;
+	a->double_releases += b->double_releases;
+	a->stale_dropped += b->stale_dropped;
+	a->waits += b->waits;
+	a->cancels += b->cancels;
+	a->closes_idle += b->closes_idle;
+	a->closes_lifetime += b->closes_lifetime;
+	a->leaks += b->leaks;
+	a->connects_ok += b->connects_ok;
+	a->connects_failed += b->connects_failed;
+	a->connections_lost += b->connections_lost;
+}
+
+char *gate_metrics_text(const struct gate_counters *c, mqp_pool *const *pools, size_t n)
 {
 	char *text = NULL;
 	size_t size = 0;
@@ -420,12 +452,26 @@ char *gate_metrics_text(const struct gate_counters *c, mqp_pool *pool)
 		    (unsigned long long)cumulative);
 	}
 	fprintf(f,
+	    "# HELP gate_api_abandoned_total Commands whose HTTP client went away before the answer "
+	    "(the MQTT request was cancelled).\n# TYPE gate_api_abandoned_total counter\n");
+	for (int b = 0; b < GATE_BACKENDS; b++)
+		fprintf(f, "gate_api_abandoned_total{route=\"%s\"} %llu\n", route_names[b],
+		    (unsigned long long)atomic_load(&c->abandoned[b]));
+	fprintf(f,
 	    "# HELP gate_api_pending Commands being served now.\n# TYPE gate_api_pending gauge\n"
 	    "gate_api_pending %u\n",
 	    atomic_load(&c->pending));
-	if (pool) {
-		struct mqp_pool_stats s;
-		mqp_pool_stats(pool, &s, sizeof s);
+	struct mqp_pool_stats s = { 0 };
+	size_t pools_seen = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!pools[i])
+			continue;
+		struct mqp_pool_stats one;
+		mqp_pool_stats(pools[i], &one, sizeof one);
+		add_stats(&s, &one);
+		pools_seen++;
+	}
+	if (pools_seen) {
 		struct {
 			const char *name, *type, *help;
 			unsigned long long v;

@@ -3,259 +3,27 @@
  * gate-api - POST /devices/{id}/commands/{name}: send a command to a device over MQTT and answer
  * with its reply as JSON, through libmqttpool (or, on /naive/..., a connection per request).
  *
- * Server model: libmicrohttpd with a thread per HTTP connection, each calling the pool's
- * blocking API. See README.md for why not the async API with suspend/resume.
+ * Server model: one event loop per worker (default: per core), each with a libmicrohttpd daemon
+ * in external epoll mode and a pool on the same loop (server.h). This file: the command line,
+ * signals and the lifecycle.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
-#include <microhttpd.h>
 #include <mosquitto.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
-#include "gate.h"
 #include "mqc_cli.h"
 #include "mqc_clock.h"
-#include "mqc_mhd.h"
 #include "mqc_strutil.h"
-
-struct gate {
-	mqp_pool *pool;
-	struct mqc_conn_opts naive; /* the /naive route's connections */
-	const char *topic_prefix;
-	unsigned timeout_ms;
-	int qos;
-	size_t max_body, max_reply;
-	unsigned max_pending;
-	struct mqc_mhd_deadline *deadline; /* for receiving each request: mqc_mhd.h */
-	atomic_bool stopping;
-	atomic_uint active; /* HTTP requests from their headers until their response is sent */
-	struct gate_counters counters;
-};
-
-/* Per HTTP request: the route and the body as it arrives. */
-struct call {
-	int status; /* nonzero: already decided (bad route) */
-	char why[256];
-	struct gate_route route;
-	char *body;
-	size_t len;
-	bool too_big;
-};
-
-static enum MHD_Result send_text(
-    struct MHD_Connection *conn, int status, const char *type, char *text, bool retry_after)
-{
-	if (!text)
-		return MHD_NO; /* out of memory: drop the connection */
-	struct MHD_Response *r
-	    = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-	if (!r) {
-		free(text);
-		return MHD_NO;
-	}
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-	if (status == 405)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST, GET, HEAD");
-	if (retry_after)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-	enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, r);
-	MHD_destroy_response(r);
-	return ret;
-}
-
-static enum MHD_Result send_error(struct gate *g, struct MHD_Connection *conn,
-    const struct gate_route *route, int status, const char *code, const char *message)
-{
-	if (route && route->kind == GATE_COMMAND)
-		gate_count(&g->counters, route->backend, status);
-	return send_text(
-	    conn, status, "application/json", gate_error_json(code, message), status == 503);
-}
-
-static enum MHD_Result run_command(struct gate *g, struct MHD_Connection *conn, struct call *c)
-{
-	const struct gate_route *rt = &c->route;
-	if (c->too_big) {
-		char why[96];
-		snprintf(why, sizeof why, "the body is larger than %zu bytes", g->max_body);
-		return send_error(g, conn, rt, 413, "body_too_large", why);
-	}
-	if (!gate_body_ok(c->body, c->len))
-		return send_error(g, conn, rt, 400, "bad_json",
-		    "the body must be empty or one JSON value, in UTF-8, without NUL");
-	if (atomic_load(&g->stopping))
-		return send_error(g, conn, rt, 503, "shutting_down", "the gateway is shutting down");
-	/* Admission: beyond max_pending the pool is exhausted; say so now instead of queueing. */
-	if (atomic_fetch_add(&g->counters.pending, 1) >= g->max_pending) {
-		atomic_fetch_sub(&g->counters.pending, 1);
-		return send_error(
-		    g, conn, rt, 503, "pool_exhausted", "too many commands in flight; retry shortly");
-	}
-	char topic[3 * GATE_NAME_MAX + 128];
-	snprintf(topic, sizeof topic, "%s/%s/commands/%s", g->topic_prefix, rt->device, rt->command);
-	struct mqp_reply reply;
-	char why[256] = "";
-	uint64_t t0 = mqc_now_ns();
-	int rc = rt->backend == GATE_POOL
-	    ? (int)mqp_pool_request(g->pool, topic, c->body, c->len, g->qos, g->timeout_ms, &reply)
-	    : gate_naive_request(
-	        &g->naive, topic, c->body, c->len, g->qos, g->timeout_ms, &reply, why, sizeof why);
-	uint64_t took = mqc_now_ns() - t0;
-	atomic_fetch_sub(&g->counters.pending, 1);
-	if (rc == MQP_OK && reply.len > g->max_reply) {
-		mqp_reply_free(&reply);
-		snprintf(why, sizeof why, "device %s answered %s with more than %zu bytes (--max-reply)",
-		    rt->device, rt->command, g->max_reply);
-		return send_error(g, conn, rt, 502, "reply_too_large", why);
-	}
-	if (rc == MQP_OK) {
-		gate_observe_duration(&g->counters, rt->backend, took);
-		gate_count(&g->counters, rt->backend, 200);
-		char *text = gate_reply_json(rt, reply.payload, reply.len, took);
-		mqp_reply_free(&reply);
-		return send_text(conn, 200, "application/json", text, false);
-	}
-	if (rc == MQP_ETIMEDOUT)
-		snprintf(why, sizeof why, "device %s did not answer %s within %u ms", rt->device,
-		    rt->command, g->timeout_ms);
-	else if ((rc == MQP_ECONNECT || rc == MQP_ECONNLOST) && rt->backend == GATE_POOL)
-		mqp_pool_last_error(g->pool, why, sizeof why);
-	if (!why[0])
-		snprintf(why, sizeof why, "%s", mqp_strerror(rc));
-	return send_error(g, conn, rt, gate_http_status(rc), gate_error_code(rc), why);
-}
-
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-    const char *method, const char *version, const char *upload_data, size_t *upload_data_size,
-    void **state)
-{
-	(void)version;
-	struct gate *g = cls;
-	struct call *c = *state;
-	if (!c) { /* the headers are in: route now, read the body in the next calls */
-		c = calloc(1, sizeof *c);
-		if (!c)
-			return MHD_NO;
-		*state = c;
-		atomic_fetch_add(&g->active, 1);
-		int st = gate_route_parse(method, url, &c->route, c->why, sizeof c->why);
-		c->status = st;
-		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-		uint64_t declared = 0;
-		if (st == 0 && cl && mqc_parse_u64(cl, 0, UINT64_MAX, &declared) == 0
-		    && declared > g->max_body) {
-			c->too_big = true; /* answer now: no need to read what we refuse */
-			return run_command(g, conn, c);
-		}
-		return MHD_YES;
-	}
-	if (*upload_data_size) {
-		size_t n = *upload_data_size;
-		*upload_data_size = 0;
-		if (c->status || c->too_big)
-			return MHD_YES; /* discard */
-		/* Past the limit: stop reading now (the rest could be endless). libmicrohttpd cannot
-		 * answer in the middle of a body, so a chunked body gets its 413 counted and the
-		 * connection closed; a declared Content-Length was answered before reading. */
-		if (c->len + n > g->max_body) {
-			c->too_big = true;
-			free(c->body);
-			c->body = NULL;
-			c->len = 0;
-			return run_command(g, conn, c);
-		}
-		char *grown = realloc(c->body, c->len + n + 1);
-		if (!grown)
-			return MHD_NO;
-		memcpy(grown + c->len, upload_data, n);
-		c->body = grown;
-		c->len += n;
-		c->body[c->len] = '\0';
-		return MHD_YES;
-	}
-	if (c->too_big)
-		return MHD_YES;                         /* answered (413) while the body came in */
-	mqc_mhd_deadline_disarm(g->deadline, conn); /* the request is in: its deadline is met */
-	if (c->status) {
-		const char *code = c->status == 400 ? "bad_request"
-		    : c->status == 404              ? "not_found"
-		                                    : "method_not_allowed";
-		return send_error(g, conn, c->status == 400 ? &c->route : NULL, c->status, code, c->why);
-	}
-	switch (c->route.kind) {
-		case GATE_HEALTH: {
-			struct mqp_pool_stats s;
-			mqp_pool_stats(g->pool, &s, sizeof s);
-			bool ok = s.ready > 0;
-			char *text
-			    = strdup(ok ? "{\"status\":\"ok\"}" : "{\"status\":\"no broker connection\"}");
-			return send_text(conn, ok ? 200 : 503, "application/json", text, false);
-		}
-		case GATE_METRICS:
-			return send_text(conn, 200, "text/plain; version=0.0.4",
-			    gate_metrics_text(&g->counters, g->pool), false);
-		case GATE_COMMAND:
-		default:
-			return run_command(g, conn, c);
-	}
-}
-
-static void on_completed(
-    void *cls, struct MHD_Connection *conn, void **state, enum MHD_RequestTerminationCode why)
-{
-	(void)why;
-	struct gate *g = cls;
-	struct call *c = *state;
-	mqc_mhd_deadline_arm(g->deadline, conn); /* the next request on this connection */
-	if (c) {
-		free(c->body);
-		free(c);
-		atomic_fetch_sub(&g->active, 1);
-	}
-	*state = NULL;
-}
-
-/* libmicrohttpd's messages, at most one a second: past the connection limit it has one for every
- * refused connection, and a flood of them must not become a flood of log lines. */
-static void log_limited(void *cls, const char *fmt, va_list ap)
-{
-	(void)cls;
-	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-	static uint64_t last_ns;
-	static unsigned long suppressed;
-	uint64_t now = mqc_now_ns();
-	pthread_mutex_lock(&lock);
-	if (last_ns && now - last_ns < MQC_NS_PER_S) {
-		suppressed++;
-		pthread_mutex_unlock(&lock);
-		return;
-	}
-	if (suppressed)
-		fprintf(stderr, "mqp-gate-api: (%lu more HTTP server messages in the last second)\n",
-		    suppressed);
-	suppressed = 0;
-	last_ns = now;
-	fprintf(stderr, "mqp-gate-api: ");
-	vfprintf(stderr, fmt, ap);
-	pthread_mutex_unlock(&lock);
-}
-
-/* libmicrohttpd must not decode the path: gate_route_parse decodes each segment itself. */
-static size_t keep_escaped(void *cls, struct MHD_Connection *conn, char *s)
-{
-	(void)cls;
-	(void)conn;
-	return strlen(s);
-}
+#include "server.h"
 
 enum {
 	O_LISTEN = 'l',
@@ -268,7 +36,8 @@ enum {
 	O_REQUEST_DEADLINE,
 	O_MAX_PER_ADDRESS,
 	O_MAX_PENDING,
-	O_THREADS,
+	O_MAX_CONNECTIONS,
+	O_WORKERS,
 	O_DRAIN,
 };
 
@@ -280,8 +49,10 @@ static const struct mqc_cli_opt options[] = {
 	{ "topic-prefix", O_TOPIC_PREFIX, "P",
 	    "commands go to P/{id}/commands/{name} (default devices)", 0 },
 	{ "timeout", O_TIMEOUT, "D", "how long to wait for a device (default 5s; 250ms, 2s, ...)", 0 },
-	{ "pool-max", O_POOL_MAX, "N", "pool connections at most (default 10)", 0 },
-	{ "pool-min", O_POOL_MIN, "N", "pool connections kept warm (default 2)", 0 },
+	{ "pool-max", O_POOL_MAX, "N",
+	    "pool connections at most (default 10), shared out among the\nworkers (each at least 1)",
+	    0 },
+	{ "pool-min", O_POOL_MIN, "N", "pool connections kept warm (default 2), shared out alike", 0 },
 	{ "max-body", O_MAX_BODY, "BYTES",
 	    "a larger declared body gets 413 before it is read; a chunked\nbody is cut off "
 	    "(connection closed) once it passes it\n(default 16384)",
@@ -297,7 +68,14 @@ static const struct mqc_cli_opt options[] = {
 	    "HTTP connections from one client address (default 64)", 0 },
 	{ "max-pending", O_MAX_PENDING, "N",
 	    "commands in flight before 503 pool_exhausted (default 256)", 0 },
-	{ "threads", O_THREADS, "N", "HTTP connections served at once (default 512)", 0 },
+	{ "max-connections", O_MAX_CONNECTIONS, "N",
+	    "open HTTP connections at most, shared out among the workers\n(default 10000; past the "
+	    "descriptors the process may open: refused)",
+	    0 },
+	{ "workers", O_WORKERS, "N",
+	    "event loops, one thread each (default: one per core); each has\nits own pool and "
+	    "accepts on the same port (SO_REUSEPORT)",
+	    0 },
 	{ "drain", O_DRAIN, "D",
 	    "on SIGINT/SIGTERM: stop accepting, finish commands in\nflight for at most D (default "
 	    "10s), then exit 0",
@@ -307,16 +85,16 @@ static const struct mqc_cli_opt options[] = {
 
 /* What the command line sets besides the connection. */
 struct settings {
-	struct gate *g;
+	struct gate_config *g;
 	struct mqp_pool_options *po;
 	const char *listen;
-	uint64_t request_deadline_ns, per_address, drain_ns, threads;
+	uint64_t request_deadline_ns, per_address, drain_ns, max_connections, workers;
 };
 
 static int on_option(const struct mqc_cli *cli, int key, const char *name, const char *value)
 {
 	struct settings *st = cli->ctx;
-	struct gate *g = st->g;
+	struct gate_config *g = st->g;
 	uint64_t v;
 	switch (key) {
 		case O_LISTEN:
@@ -364,9 +142,13 @@ static int on_option(const struct mqc_cli *cli, int key, const char *name, const
 				return mqc_cli_bad(cli, name, value, "1 to 1000000");
 			g->max_pending = (unsigned)v;
 			return 0;
-		case O_THREADS:
-			if (mqc_parse_u64(value, 1, 10000, &st->threads) != 0)
-				return mqc_cli_bad(cli, name, value, "1 to 10000");
+		case O_MAX_CONNECTIONS:
+			if (mqc_parse_u64(value, 1, 1000000, &st->max_connections) != 0)
+				return mqc_cli_bad(cli, name, value, "1 to 1000000");
+			return 0;
+		case O_WORKERS:
+			if (mqc_parse_u64(value, 1, 256, &st->workers) != 0)
+				return mqc_cli_bad(cli, name, value, "1 to 256");
 			return 0;
 		case O_DRAIN:
 			if (mqc_parse_duration(value, MQC_NS_PER_S, &st->drain_ns) != 0
@@ -394,22 +176,48 @@ static int parse_listen(const char *text, struct sockaddr_in *sa)
 	return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -1;
 }
 
+/* Raise the soft limit on open files to the hard one (each HTTP connection is a descriptor),
+ * and return how many connections fit: the limit less some for the pool, the broker connections
+ * of the naive route, the loops and the standard streams. */
+static uint64_t connections_that_fit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return UINT64_MAX;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	return rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX
+	    : rl.rlim_cur > 1024                ? (uint64_t)rl.rlim_cur - 1024
+	                                        : (uint64_t)rl.rlim_cur / 2;
+}
+
+static unsigned share(uint64_t total, unsigned workers, unsigned at_least)
+{
+	uint64_t each = (total + workers - 1) / workers;
+	return each < at_least ? at_least : (unsigned)each;
+}
+
 int main(int argc, char **argv)
 {
-	static struct gate g = { .topic_prefix = "devices",
+	static struct gate_config g = { .topic_prefix = "devices",
 		.timeout_ms = 5000,
 		.max_body = 16384,
 		.max_reply = (size_t)1 << 20,
 		.max_pending = 256 };
 	static struct mqc_cli_conn conn = { .qos = 1, .conn.id_prefix = "gate" };
 	struct mqp_pool_options po = MQP_POOL_OPTIONS_INIT;
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	struct settings st = { .g = &g,
 		.po = &po,
 		.listen = "127.0.0.1:8080",
 		.request_deadline_ns = 10 * MQC_NS_PER_S,
 		.per_address = 64,
 		.drain_ns = 10 * MQC_NS_PER_S,
-		.threads = 512 };
+		.max_connections = 10000,
+		.workers = cores < 1 ? 1 : cores > 64 ? 64 : (uint64_t)cores };
 	const struct mqc_cli cli = {
 		.prog = "mqp-gate-api",
 		.synopsis = "--broker URL [OPTIONS]",
@@ -436,20 +244,31 @@ int main(int argc, char **argv)
 		return parsed == 1 ? 0 : 2;
 	g.qos = conn.qos;
 	g.naive = conn.conn;
+	g.broker = conn.broker;
 	po.username = conn.conn.username;
 	po.password = conn.conn.password;
 	po.cafile = conn.conn.cafile;
 	po.certfile = conn.conn.cert;
 	po.keyfile = conn.conn.key;
+	unsigned workers = (unsigned)st.workers;
 	if (po.min_size > po.max_size)
 		po.min_size = po.max_size;
-	const char *broker = conn.broker, *listen = st.listen;
-	uint64_t drain_ns = st.drain_ns, threads = st.threads, per_address = st.per_address;
-	uint64_t request_deadline_ns = st.request_deadline_ns;
-	char err[256];
-	struct sockaddr_in sa;
-	if (parse_listen(listen, &sa) != 0) {
-		mqc_cli_bad(&cli, "--listen", listen, "IPV4:PORT, e.g. 127.0.0.1:8080 or :0");
+	po.max_size = share(po.max_size, workers, 1);
+	po.min_size = share(po.min_size, workers, 0);
+	g.pool = po;
+	g.request_deadline_ms = (unsigned)(st.request_deadline_ns / MQC_NS_PER_MS);
+	g.per_address = (unsigned)st.per_address;
+	uint64_t fit = connections_that_fit();
+	if (st.max_connections > fit) {
+		fprintf(stderr,
+		    "mqp-gate-api: --max-connections %llu is more than the open-file limit allows; "
+		    "serving %llu\n",
+		    (unsigned long long)st.max_connections, (unsigned long long)fit);
+		st.max_connections = fit;
+	}
+	g.max_connections = share(st.max_connections, workers, 1);
+	if (parse_listen(st.listen, &g.listen) != 0) {
+		mqc_cli_bad(&cli, "--listen", st.listen, "IPV4:PORT, e.g. 127.0.0.1:8080 or :0");
 		return 2;
 	}
 
@@ -460,63 +279,28 @@ int main(int argc, char **argv)
 	sigaddset(&stop, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &stop, NULL);
 	mosquitto_lib_init();
-	int rc = mqp_pool_new(broker, &po, &g.pool, err, sizeof err);
-	if (rc != MQP_OK) {
-		fprintf(stderr, "mqp-gate-api: cannot create the pool: %s: %s\n", mqp_strerror(rc), err);
+	struct gate_server *server;
+	char err[256];
+	if (gate_server_start(&g, workers, &server, err, sizeof err) != 0) {
+		fprintf(stderr, "mqp-gate-api: %s\n", err);
+		mosquitto_lib_cleanup();
 		return 1;
 	}
-	g.deadline
-	    = mqc_mhd_deadline_new((unsigned)threads, (unsigned)(request_deadline_ns / MQC_NS_PER_MS));
-	struct MHD_Daemon *d = !g.deadline
-	    ? NULL
-	    : MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD
-	            | MHD_USE_ERROR_LOG | MHD_USE_POLL | MHD_USE_ITC,
-	        0, NULL, NULL, on_request, &g, MHD_OPTION_EXTERNAL_LOGGER, log_limited, NULL,
-	        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT,
-	        (unsigned)threads, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_address,
-	        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(request_deadline_ns / MQC_NS_PER_S + 1),
-	        MHD_OPTION_NOTIFY_COMPLETED, on_completed, &g, MHD_OPTION_NOTIFY_CONNECTION,
-	        mqc_mhd_deadline_notify, g.deadline, MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
-	        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
-	if (!d) {
-		fprintf(stderr, "mqp-gate-api: cannot listen on %s: %s\n", listen, strerror(errno));
-		mqc_mhd_deadline_free(g.deadline);
-		mqp_pool_destroy(g.pool);
-		return 1;
-	}
-	const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
 	char addr[INET_ADDRSTRLEN];
-	inet_ntop(AF_INET, &sa.sin_addr, addr, sizeof addr);
-	printf("GATE_API_READY url=http://%s:%u broker=%s\n", addr, info ? info->port : 0, broker);
+	inet_ntop(AF_INET, &g.listen.sin_addr, addr, sizeof addr);
+	printf("GATE_API_READY url=http://%s:%u broker=%s workers=%u\n", addr,
+	    gate_server_port(server), g.broker, workers);
 	fflush(stdout);
 
 	int sig = 0;
 	sigwait(&stop, &sig);
 	fprintf(stderr, "mqp-gate-api: %s: draining (at most %llu ms)\n", strsignal(sig),
-	    (unsigned long long)(drain_ns / MQC_NS_PER_MS));
-	atomic_store(&g.stopping, true);
-	MHD_socket listen_fd = MHD_quiesce_daemon(d); /* no new connections */
-	if (listen_fd != MHD_INVALID_SOCKET)
-		close(listen_fd);
-	/* Requests in flight finish and their responses go out (libmicrohttpd reports each one
-	 * completed once it is sent); new ones on open connections get 503 shutting_down. */
-	uint64_t deadline = mqc_now_ns() + drain_ns;
-	while (atomic_load(&g.active) > 0 && mqc_now_ns() < deadline)
-		nanosleep(&(struct timespec) { .tv_nsec = 2000000 }, NULL);
-	uint64_t now = mqc_now_ns();
-	int drained
-	    = mqp_pool_drain(g.pool, now < deadline ? (unsigned)((deadline - now) / MQC_NS_PER_MS) : 0);
-	if (atomic_load(&g.active) > 0)
-		drained = MQP_ETIMEDOUT;
-	MHD_stop_daemon(d); /* joins the connection threads */
-	mqc_mhd_deadline_free(g.deadline);
-	mqp_pool_destroy(g.pool);
-	mosquitto_lib_cleanup();
+	    (unsigned long long)(st.drain_ns / MQC_NS_PER_MS));
 	uint64_t ok[GATE_BACKENDS];
-	for (int b = 0; b < GATE_BACKENDS; b++)
-		ok[b] = atomic_load(&g.counters.responses[b][0]);
+	bool drained = gate_server_stop(server, (unsigned)(st.drain_ns / MQC_NS_PER_MS), ok);
+	mosquitto_lib_cleanup();
 	fprintf(stderr, "mqp-gate-api: stopped%s; 200 responses: pool %llu, naive %llu\n",
-	    drained == MQP_OK ? "" : " (the drain timed out)", (unsigned long long)ok[GATE_POOL],
+	    drained ? "" : " (the drain timed out)", (unsigned long long)ok[GATE_POOL],
 	    (unsigned long long)ok[GATE_NAIVE]);
 	return 0;
 }

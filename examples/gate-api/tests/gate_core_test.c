@@ -173,7 +173,7 @@ static void metrics_count_by_route_and_status(void **state)
 	gate_count(&c, GATE_NAIVE, 504);
 	gate_count(&c, GATE_NAIVE, 418); /* anything else */
 	gate_count(&c, GATE_POOL, 403);
-	char *t = gate_metrics_text(&c, NULL);
+	char *t = gate_metrics_text(&c, NULL, 0);
 	char dup[256];
 	if (mqc_prom_duplicate(t, dup, sizeof dup))
 		fail_msg("series %s appears twice in:\n%s", dup, t);

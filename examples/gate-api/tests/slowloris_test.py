@@ -52,7 +52,7 @@ try:
            "--reply", "x" * 120000], "RESPONDER_READY")
     line = spawn([gate_api, "--broker", env["MQTT_URL"], *auth, "--listen", "127.0.0.1:0",
                   "--request-deadline", "2s", "--max-per-address", "16", "--max-body", "4096",
-                  "--max-reply", "100k", "--threads", "512"], "GATE_API_READY")
+                  "--max-reply", "100k", "--max-connections", "512"], "GATE_API_READY")
     port = int(line.split("url=http://127.0.0.1:")[1].split()[0])
     gate_err = f"{tmp}/{len(procs) - 1}.err"
 

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * server.h - gate-api's HTTP server: N workers, each one thread running one libuv loop that
+ * holds a libmicrohttpd daemon (external epoll mode, suspend/resume), a pool on the same loop
+ * and the /naive route's connections. The workers listen on one port (SO_REUSEPORT: the kernel
+ * spreads connections among them) and share nothing on a request's path but atomic counters.
+ *
+ * A request: libmicrohttpd parses it on the worker's thread; a command suspends the HTTP
+ * connection and starts mqp_pool_request_async (or the naive state machine); the reply, the
+ * timeout or the client going away (its socket watched for RDHUP meanwhile) completes it on the
+ * same thread, which resumes the connection and answers. No hand-off between threads, and an
+ * idle connection costs a libmicrohttpd connection and two libuv handles, not a thread.
+ */
+#ifndef GATE_SERVER_H
+#define GATE_SERVER_H
+
+#include <netinet/in.h>
+
+#include "gate.h"
+#include "mqc_client.h"
+
+#define GATE_MAX_WORKERS 256
+
+struct gate_config {
+	const char *broker;
+	struct mqp_pool_options pool; /* for each worker's pool (sizes already shared out) */
+	struct mqc_conn_opts naive;   /* the /naive route's connections */
+	const char *topic_prefix;
+	unsigned timeout_ms; /* for a device's reply */
+	int qos;
+	size_t max_body, max_reply;
+	unsigned max_pending;         /* commands in flight, all workers together */
+	unsigned request_deadline_ms; /* headers and body in by then */
+	unsigned max_connections;     /* per worker */
+	unsigned per_address;         /* connections from one client address, all workers together */
+	struct sockaddr_in listen;
+};
+
+struct gate_server;
+
+/**
+ * Start workers (each with its pool and daemon) and return once all listen. The first binds
+ * cfg->listen (port 0: a free one), the others the same port.
+ * @return 0, or -1 with err saying why (nothing left running).
+ */
+int gate_server_start(const struct gate_config *cfg, unsigned workers /* 1..GATE_MAX_WORKERS */, struct gate_server **out,
+    char *err, size_t errlen);
+
+/** The port the workers listen on. */
+unsigned gate_server_port(const struct gate_server *s);
+
+/**
+ * Stop accepting, answer new requests on open connections with 503 shutting_down, let commands
+ * in flight finish and their responses go out for at most drain_ms, then close everything and
+ * free the server. ok[b]: the 200 responses of each route.
+ * @return true when everything finished in time.
+ */
+bool gate_server_stop(struct gate_server *s, unsigned drain_ms, uint64_t ok[GATE_BACKENDS]);
+
+#endif
