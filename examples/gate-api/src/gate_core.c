@@ -492,6 +492,8 @@ char *gate_metrics_text(const struct gate_counters *c, mqp_pool *const *pools, s
 			{ "mqttpool_strays_total", "counter", "Messages in an inbox no request had.",
 			    s.strays },
 			{ "mqttpool_waits_total", "counter", "Calls that queued for a connection.", s.waits },
+			{ "mqttpool_cancels_total", "counter",
+			    "Requests cancelled (their HTTP client went away).", s.cancels },
 			{ "mqttpool_connects_total", "counter", "Connections made.", s.connects_ok },
 			{ "mqttpool_connect_failures_total", "counter", "Connection attempts that failed.",
 			    s.connects_failed },

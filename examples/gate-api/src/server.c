@@ -89,7 +89,7 @@ struct conn {
 	uint32_t addr;
 	bool counted, refused, hup_ok;
 	uv_timer_t deadline; /* --request-deadline, armed until a request is in */
-	uv_poll_t hup;       /* while a command waits: the client going away */
+	uv_poll_t hup;       /* the client going away (it matters while a command waits) */
 	struct call *waiting;
 	int handles;
 };
@@ -252,8 +252,6 @@ static void complete(struct call *c, int rc, void *reply, size_t reply_len)
 	c->state = CALL_DONE;
 	atomic_fetch_sub(&cn->w->s->counters.pending, 1);
 	cn->waiting = NULL;
-	if (cn->hup_ok)
-		uv_poll_stop(&cn->hup);
 	MHD_resume_connection(cn->mc);
 	/* libmicrohttpd in external mode is not woken by a resume: run it once this pass of the loop
 	 * is through (every completion of the pass answered by one MHD_run). */
@@ -397,8 +395,11 @@ static int naive_start(struct worker *w, struct call *c, const char *topic)
 
 /* --- commands ------------------------------------------------------------------------------ */
 
-/* The client of a waiting command went away: cancel the MQTT request (a naive one at once; the
- * pool calls back with MQP_ECANCELED, or with the reply if it came first). */
+/* The client went away (RDHUP, HUP or an error). While a command waits the connection is
+ * suspended and libmicrohttpd does not watch it: cancel the MQTT request (a naive one at once;
+ * the pool calls back with MQP_ECANCELED, or with the reply if it came first). Otherwise
+ * libmicrohttpd sees the end of the stream itself and closes the connection. Either way this
+ * watch has done its work (it is level-triggered: stop it). */
 static void on_hangup(uv_poll_t *h, int status, int events)
 {
 	(void)status;
@@ -463,16 +464,6 @@ static enum MHD_Result run_command(struct worker *w, struct call *c)
 	c->state = CALL_WAITING;
 	c->cn->waiting = c;
 	MHD_suspend_connection(mc);
-	/* Suspended, the connection is not watched by libmicrohttpd: watch it for the client going
-	 * away (RDHUP; readable data, a pipelined request, waits). */
-	struct conn *cn = c->cn;
-	if (!cn->hup_ok && uv_poll_init(&w->loop, &cn->hup, cn->fd) == 0) {
-		cn->hup.data = cn;
-		cn->hup_ok = true;
-		cn->handles++;
-	}
-	if (cn->hup_ok)
-		uv_poll_start(&cn->hup, UV_DISCONNECT, on_hangup);
 	return MHD_YES;
 }
 
@@ -692,6 +683,13 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 		return;
 	}
 	arm_deadline(cn);
+	/* Watched for the whole connection, not per command: two epoll_ctl calls fewer a request. */
+	if (uv_poll_init(&w->loop, &cn->hup, cn->fd) == 0) {
+		cn->hup.data = cn;
+		cn->hup_ok = true;
+		cn->handles++;
+		uv_poll_start(&cn->hup, UV_DISCONNECT, on_hangup);
+	}
 }
 
 /* libmicrohttpd must not decode the path: gate_route_parse decodes each segment itself. */

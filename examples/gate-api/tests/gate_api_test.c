@@ -7,9 +7,12 @@
 #include <cjson/cJSON.h>
 #include <pthread.h>
 #include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -307,6 +310,60 @@ static void beyond_max_pending_is_503_and_shutdown_finishes_what_is_in_flight(vo
 	tb_test_responder_stop(&dev);
 }
 
+/* The value of the sample named exactly name (labels included) in /metrics, or -1. */
+static long long metric(int port, const char *name)
+{
+	struct http_result r = http(port, "GET", "/metrics", NULL);
+	size_t n = strlen(name);
+	for (const char *line = r.body; line && *line; line = strchr(line, '\n'), line += !!line)
+		if (strncmp(line, name, n) == 0 && line[n] == ' ')
+			return atoll(line + n + 1);
+	return -1;
+}
+
+static void a_client_that_goes_away_cancels_its_command(void **state)
+{
+	(void)state;
+	struct tb_responder dev = tb_test_responder(
+	    RESPONDER_PATH, "--filter", "devices/+/commands/slow", "--delay", "1500ms", NULL);
+	struct gate g = gate_start(NULL, "--timeout", "3s", NULL);
+	for (int naive = 0; naive < 2; naive++) {
+		const char *route = naive ? "naive" : "pool";
+		char req[256], name[96];
+		int n = snprintf(req, sizeof req,
+		    "POST %s/devices/d/commands/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+		    naive ? "/naive" : "");
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)g.port) };
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+		assert_int_equal(write(fd, req, (size_t)n), n);
+		/* The command is out and waits for the device (1.5 s): go away. */
+		uint64_t t0 = mqc_now_ns();
+		while (metric(g.port, "gate_api_pending") != 1 && mqc_now_ns() - t0 < MQC_NS_PER_S)
+			nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
+		assert_int_equal(metric(g.port, "gate_api_pending"), 1);
+		close(fd);
+		t0 = mqc_now_ns();
+		while (metric(g.port, "gate_api_pending") != 0 && mqc_now_ns() - t0 < 2 * MQC_NS_PER_S)
+			nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
+		uint64_t took = mqc_now_ns() - t0;
+		/* Cancelled, not finished: the device has not answered yet. */
+		if (took > 500 * MQC_NS_PER_MS)
+			fail_msg("%s: the command was still pending %llu ms after its client left", route,
+			    (unsigned long long)(took / MQC_NS_PER_MS));
+		snprintf(name, sizeof name, "gate_api_abandoned_total{route=\"%s\"}", route);
+		assert_int_equal(metric(g.port, name), 1);
+		/* Nothing answered it, and the gateway serves on. */
+		snprintf(name, sizeof name, "gate_api_responses_total{route=\"%s\",status=\"200\"}", route);
+		assert_int_equal(metric(g.port, name), 0);
+	}
+	assert_int_equal(metric(g.port, "mqttpool_cancels_total"), 1);
+	assert_int_equal(http(g.port, "GET", "/healthz", NULL).status, 200);
+	gate_stop(&g, 5000);
+	tb_test_responder_stop(&dev);
+}
+
 static void an_unreachable_broker_is_502_with_the_reason(void **state)
 {
 	(void)state;
@@ -423,6 +480,7 @@ int main(void)
 		cmocka_unit_test(a_silent_device_is_504),
 		cmocka_unit_test(bad_input_is_refused_and_never_published),
 		cmocka_unit_test(beyond_max_pending_is_503_and_shutdown_finishes_what_is_in_flight),
+		cmocka_unit_test(a_client_that_goes_away_cancels_its_command),
 		cmocka_unit_test(an_unreachable_broker_is_502_with_the_reason),
 		cmocka_unit_test(the_broker_going_down_is_502_then_the_gateway_recovers),
 		cmocka_unit_test(a_command_the_broker_refuses_is_403),
