@@ -69,8 +69,8 @@ static const struct mqc_cli_opt options[] = {
 	{ "max-pending", O_MAX_PENDING, "N",
 	    "commands in flight before 503 pool_exhausted (default 256)", 0 },
 	{ "max-connections", O_MAX_CONNECTIONS, "N",
-	    "open HTTP connections at most, shared out among the workers\n(default 10000; past the "
-	    "descriptors the process may open: refused)",
+	    "open HTTP connections at most, all workers together (default\n10000, and no more than "
+	    "the open-file limit allows); past it a\nnew connection is closed at once",
 	    0 },
 	{ "workers", O_WORKERS, "N",
 	    "event loops, one thread each (default: one per core); each has\nits own pool and "
@@ -266,7 +266,7 @@ int main(int argc, char **argv)
 		    (unsigned long long)st.max_connections, (unsigned long long)fit);
 		st.max_connections = fit;
 	}
-	g.max_connections = share(st.max_connections, workers, 1);
+	g.max_connections = (unsigned)st.max_connections;
 	if (parse_listen(st.listen, &g.listen) != 0) {
 		mqc_cli_bad(&cli, "--listen", st.listen, "IPV4:PORT, e.g. 127.0.0.1:8080 or :0");
 		return 2;

@@ -51,6 +51,7 @@ struct gate_server {
 	unsigned n;
 	struct worker *w;
 	atomic_bool stopping;
+	atomic_uint connections; /* admitted and open, every worker's */
 	_Atomic uint64_t drain_ns;
 	pthread_rwlock_t pools_lock; /* a worker's pool, read by every worker's /metrics, /healthz */
 	struct gate_counters counters;
@@ -87,7 +88,7 @@ struct conn {
 	struct MHD_Connection *mc;
 	int fd;
 	uint32_t addr;
-	bool counted, refused, hup_ok;
+	bool counted, refused, hup_ok; /* counted: in connections and the address's count */
 	uv_timer_t deadline; /* --request-deadline, armed until a request is in */
 	uv_poll_t hup;       /* the client going away (it matters while a command waits) */
 	struct call *waiting;
@@ -645,8 +646,10 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 		struct conn *cn = *socket_context;
 		if (!cn)
 			return;
-		if (cn->counted)
+		if (cn->counted) {
 			address_release(w->s, cn->addr);
+			atomic_fetch_sub(&w->s->connections, 1);
+		}
 		if (cn->hup_ok)
 			uv_close((uv_handle_t *)&cn->hup, conn_closed);
 		uv_close((uv_handle_t *)&cn->deadline, conn_closed);
@@ -672,13 +675,25 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 	*socket_context = cn;
 	if (peer && peer->client_addr->sa_family == AF_INET)
 		cn->addr = ((const struct sockaddr_in *)peer->client_addr)->sin_addr.s_addr;
-	cn->counted = address_admit(w->s, cn->addr);
-	if (!cn->counted) {
-		char text[INET_ADDRSTRLEN];
-		inet_ntop(AF_INET, &cn->addr, text, sizeof text);
-		log_limited("refused a connection from %s: it has %u open (--max-per-address)\n", text,
-		    w->s->cfg.per_address);
+	/* Admission: at most max_connections in all (the workers share them however the kernel
+	 * spreads connections among their listening sockets), per_address from one address. A
+	 * refused connection is closed at once rather than left unaccepted in the backlog. */
+	char text[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &cn->addr, text, sizeof text);
+	struct gate_server *s = w->s;
+	if (atomic_fetch_add(&s->connections, 1) >= s->cfg.max_connections) {
+		atomic_fetch_sub(&s->connections, 1);
+		log_limited("refused a connection from %s: %u open (--max-connections)\n", text,
+		    s->cfg.max_connections);
 		cn->refused = true;
+	} else if (!address_admit(s, cn->addr)) {
+		atomic_fetch_sub(&s->connections, 1);
+		log_limited("refused a connection from %s: it has %u open (--max-per-address)\n", text,
+		    s->cfg.per_address);
+		cn->refused = true;
+	} else
+		cn->counted = true;
+	if (cn->refused) {
 		shutdown(cn->fd, SHUT_RDWR);
 		return;
 	}
@@ -799,7 +814,7 @@ static int worker_open(struct worker *w)
 	sa.sin_port = htons((uint16_t)w->port);
 	w->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL,
 	    NULL, on_request, w, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL, MHD_OPTION_SOCK_ADDR,
-	    (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
+	    (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections + 256,
 	    MHD_OPTION_CONNECTION_TIMEOUT, cfg->request_deadline_ms / 1000 + 1,
 	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, w, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
 	    w, MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,

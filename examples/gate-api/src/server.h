@@ -31,7 +31,7 @@ struct gate_config {
 	size_t max_body, max_reply;
 	unsigned max_pending;         /* commands in flight, all workers together */
 	unsigned request_deadline_ms; /* headers and body in by then */
-	unsigned max_connections;     /* per worker */
+	unsigned max_connections;     /* open HTTP connections, all workers together */
 	unsigned per_address;         /* connections from one client address, all workers together */
 	struct sockaddr_in listen;
 };

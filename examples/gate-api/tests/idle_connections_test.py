@@ -6,7 +6,8 @@ A normal client sends 200 commands; then 10,000 connections from 40 addresses op
 (each has sent nothing, or half a request line); the normal client sends 200 more. Asserted: the
 gateway holds every idle connection (its open descriptors), its thread count does not move, the
 normal client's median latency with them open is within 3x (+1 ms) of its median without them,
-and afterwards the idle connections close when their clients go. Printed: the memory they cost.
+connections past --max-connections (all workers together) are closed at once, and afterwards the
+idle connections close when their clients go. Printed: the memory they cost.
 
 usage: idle_connections_test.py TB_RUN RESPONDER GATE_API
 """
@@ -114,6 +115,32 @@ try:
     print(f"memory: VmRSS {rss0} KiB -> {rss1} KiB, {(rss1 - rss0) * 1024 / IDLE:.0f} bytes per idle connection")
     q50, b50 = statistics.median(quiet), statistics.median(busy)
     check(b50 <= 3 * q50 + 1, f"a normal client's p50: {q50:.3f} ms without, {b50:.3f} ms with {IDLE} idle connections")
+    # --max-connections counts every worker's connections together: past it, closed at once.
+    extra = []
+    for _ in range(200):
+        s = socket.socket()
+        s.bind(("127.0.2.2", 0))
+        s.connect(("127.0.0.1", port))
+        s.setblocking(False)
+        extra.append(s)
+    closed, end = set(), time.monotonic() + 10
+
+    def poll_closed():
+        for k, s in enumerate(extra):
+            try:
+                if k not in closed and s.recv(1) == b"":
+                    closed.add(k)
+            except BlockingIOError:
+                pass
+            except OSError:
+                closed.add(k)
+    while len(closed) < 100 and time.monotonic() < end:
+        poll_closed()
+        time.sleep(0.05)
+    time.sleep(0.3)  # none of the others follows
+    poll_closed()
+    check(len(closed) == 100, f"200 more past --max-connections {IDLE + 100}: {len(closed)} closed at once, {200 - len(closed)} kept")
+    idle += extra
     for s in idle:
         s.close()
     idle = []
