@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -110,6 +111,94 @@ static void failures_say_why(void **state)
 	assert_null(reply.payload);
 }
 
+/* Drive a started request with poll(2), the way an event loop does, until it is done or the
+ * deadline passes. */
+static int run_started(struct mqc_requester *rq, uint64_t deadline, struct mqc_req_reply *reply,
+    char *err, size_t len)
+{
+	for (;;) {
+		uint64_t now = mqc_now_ns();
+		if (now >= deadline)
+			return mqc_request_expired(rq, err, len);
+		struct pollfd p = { .fd = mqc_requester_fd(rq),
+			.events = (short)(POLLIN | (mqc_requester_want_write(rq) ? POLLOUT : 0)) };
+		if (poll(&p, 1, (int)((deadline - now) / MQC_NS_PER_MS) + 1) <= 0)
+			continue;
+		int rc = mqc_request_step(rq, p.revents & (POLLIN | POLLHUP | POLLERR),
+		    p.revents & POLLOUT, reply, err, len);
+		if (rc != MQC_REQ_PENDING)
+			return rc;
+	}
+}
+
+/* The naive request as a state machine (mqc_request_start/step): what the gateway runs on its
+ * loop. The same outcomes and messages as the blocking client. */
+static void the_naive_request_on_a_loop(void **state)
+{
+	(void)state;
+	const struct tb_info *i = tb_test_info();
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "client/cmd", NULL);
+	struct mqc_conn_opts o = opts_for(i->mqtt_url);
+	struct mqc_requester *rq;
+	struct mqc_req_reply reply;
+	char err[256] = "";
+	for (int qos = 0; qos <= 2; qos++) {
+		assert_int_equal(mqc_request_start(&o, "client/inbox", "client/cmd", "ping", 4, qos, &rq,
+		                     err, sizeof err),
+		    MQC_REQ_OK);
+		int rc = run_started(rq, in_ms(5000), &reply, err, sizeof err);
+		if (rc != MQC_REQ_OK)
+			fail_msg("qos %d: rc %d: %s", qos, rc, err);
+		assert_string_equal(reply.payload, "ping");
+		assert_non_null(strstr(reply.topic, "client/inbox/"));
+		mqc_req_reply_free(&reply);
+		mqc_requester_abort(rq);
+	}
+	assert_int_equal(tb_test_responder_stop(&r).replies, 3);
+
+	/* Nobody answers: the caller's deadline, and where it stopped. */
+	uint64_t t0 = mqc_now_ns();
+	assert_int_equal(mqc_request_start(&o, "client/inbox", "client/nobody", "x", 1, 1, &rq, err,
+	                     sizeof err),
+	    MQC_REQ_OK);
+	assert_int_equal(run_started(rq, in_ms(300), &reply, err, sizeof err), MQC_REQ_TIMEDOUT);
+	assert_true(mqc_now_ns() - t0 >= 290 * MQC_NS_PER_MS);
+	assert_string_equal(err, "no reply by the deadline");
+	assert_null(reply.payload);
+	mqc_requester_abort(rq);
+
+	/* A wrong password: the broker's refusal, named. */
+	o.password = "wrong";
+	assert_int_equal(mqc_request_start(&o, "client/inbox", "client/cmd", "x", 1, 0, &rq, err,
+	                     sizeof err),
+	    MQC_REQ_OK);
+	assert_int_equal(run_started(rq, in_ms(5000), &reply, err, sizeof err), MQC_REQ_CONNECT);
+	assert_non_null(strstr(err, "refused CONNECT"));
+	mqc_requester_abort(rq);
+
+	/* Nothing listens: a connect error, at once or from the first step. */
+	char url[64];
+	snprintf(url, sizeof url, "mqtt://127.0.0.1:%d", tb_test_free_port());
+	o = opts_for(url);
+	int rc = mqc_request_start(&o, "client/inbox", "client/cmd", "x", 1, 0, &rq, err, sizeof err);
+	if (rc == MQC_REQ_OK) {
+		rc = run_started(rq, in_ms(5000), &reply, err, sizeof err);
+		mqc_requester_abort(rq);
+	}
+	assert_int_equal(rc, MQC_REQ_CONNECT);
+	assert_non_null(strstr(err, "127.0.0.1"));
+
+	/* Abandoned half-way (its client went away): freed without waiting. */
+	o = opts_for(i->mqtt_url);
+	assert_int_equal(mqc_request_start(&o, "client/inbox", "client/nobody", "x", 1, 0, &rq, err,
+	                     sizeof err),
+	    MQC_REQ_OK);
+	assert_int_equal(run_started(rq, in_ms(50), &reply, err, sizeof err), MQC_REQ_TIMEDOUT);
+	t0 = mqc_now_ns();
+	mqc_requester_abort(rq);
+	assert_true(mqc_now_ns() - t0 < 50 * MQC_NS_PER_MS);
+}
+
 static void tls_is_verified(void **state)
 {
 	(void)state;
@@ -160,6 +249,7 @@ int main(void)
 		cmocka_unit_test(naive_request_round_trip),
 		cmocka_unit_test(works_above_file_descriptor_1024),
 		cmocka_unit_test(failures_say_why),
+		cmocka_unit_test(the_naive_request_on_a_loop),
 		cmocka_unit_test(tls_is_verified),
 		cmocka_unit_test(generated_ids_are_unguessable_and_distinct),
 	};
