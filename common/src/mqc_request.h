@@ -74,8 +74,7 @@ int mqc_request_once(const struct mqc_conn_opts *o, const char *inbox_prefix, co
  * @return MQC_REQ_OK with *out set, or a result with err saying why.
  */
 int mqc_request_start(const struct mqc_conn_opts *o, const char *inbox_prefix, const char *topic,
-    const void *payload, size_t len, int qos, struct mqc_requester **out, char *err,
-    size_t errlen);
+    const void *payload, size_t len, int qos, struct mqc_requester **out, char *err, size_t errlen);
 
 /** The socket to watch, and whether to watch it for writing too (after every step). */
 int mqc_requester_fd(struct mqc_requester *r);

@@ -330,8 +330,7 @@ int mqc_request_once(const struct mqc_conn_opts *o, const char *inbox_prefix, co
 /* --- on an event loop ----------------------------------------------------------------------- */
 
 int mqc_request_start(const struct mqc_conn_opts *o, const char *inbox_prefix, const char *topic,
-    const void *payload, size_t len, int qos, struct mqc_requester **out, char *err,
-    size_t errlen)
+    const void *payload, size_t len, int qos, struct mqc_requester **out, char *err, size_t errlen)
 {
 	int rc = start_connect(o, inbox_prefix, out, err, errlen);
 	if (rc != MQC_REQ_OK)
@@ -397,7 +396,7 @@ int mqc_request_step(struct mqc_requester *r, bool readable, bool writable,
 			r->own = (struct mqc_req_reply) { 0 };
 		} else
 			snprintf(err, errlen, "%s",
-			    rc == MQC_REQ_DENIED  ? "the broker refused the command"
+			    rc == MQC_REQ_DENIED      ? "the broker refused the command"
 			        : rc == MQC_REQ_NOMEM ? "out of memory"
 			                              : "the connection closed before the reply");
 	}

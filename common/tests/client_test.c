@@ -113,8 +113,8 @@ static void failures_say_why(void **state)
 
 /* Drive a started request with poll(2), the way an event loop does, until it is done or the
  * deadline passes. */
-static int run_started(struct mqc_requester *rq, uint64_t deadline, struct mqc_req_reply *reply,
-    char *err, size_t len)
+static int run_started(
+    struct mqc_requester *rq, uint64_t deadline, struct mqc_req_reply *reply, char *err, size_t len)
 {
 	for (;;) {
 		uint64_t now = mqc_now_ns();
@@ -124,8 +124,8 @@ static int run_started(struct mqc_requester *rq, uint64_t deadline, struct mqc_r
 			.events = (short)(POLLIN | (mqc_requester_want_write(rq) ? POLLOUT : 0)) };
 		if (poll(&p, 1, (int)((deadline - now) / MQC_NS_PER_MS) + 1) <= 0)
 			continue;
-		int rc = mqc_request_step(rq, p.revents & (POLLIN | POLLHUP | POLLERR),
-		    p.revents & POLLOUT, reply, err, len);
+		int rc = mqc_request_step(
+		    rq, p.revents & (POLLIN | POLLHUP | POLLERR), p.revents & POLLOUT, reply, err, len);
 		if (rc != MQC_REQ_PENDING)
 			return rc;
 	}
@@ -158,8 +158,8 @@ static void the_naive_request_on_a_loop(void **state)
 
 	/* Nobody answers: the caller's deadline, and where it stopped. */
 	uint64_t t0 = mqc_now_ns();
-	assert_int_equal(mqc_request_start(&o, "client/inbox", "client/nobody", "x", 1, 1, &rq, err,
-	                     sizeof err),
+	assert_int_equal(
+	    mqc_request_start(&o, "client/inbox", "client/nobody", "x", 1, 1, &rq, err, sizeof err),
 	    MQC_REQ_OK);
 	assert_int_equal(run_started(rq, in_ms(300), &reply, err, sizeof err), MQC_REQ_TIMEDOUT);
 	assert_true(mqc_now_ns() - t0 >= 290 * MQC_NS_PER_MS);
@@ -169,8 +169,8 @@ static void the_naive_request_on_a_loop(void **state)
 
 	/* A wrong password: the broker's refusal, named. */
 	o.password = "wrong";
-	assert_int_equal(mqc_request_start(&o, "client/inbox", "client/cmd", "x", 1, 0, &rq, err,
-	                     sizeof err),
+	assert_int_equal(
+	    mqc_request_start(&o, "client/inbox", "client/cmd", "x", 1, 0, &rq, err, sizeof err),
 	    MQC_REQ_OK);
 	assert_int_equal(run_started(rq, in_ms(5000), &reply, err, sizeof err), MQC_REQ_CONNECT);
 	assert_non_null(strstr(err, "refused CONNECT"));
@@ -190,8 +190,8 @@ static void the_naive_request_on_a_loop(void **state)
 
 	/* Abandoned half-way (its client went away): freed without waiting. */
 	o = opts_for(i->mqtt_url);
-	assert_int_equal(mqc_request_start(&o, "client/inbox", "client/nobody", "x", 1, 0, &rq, err,
-	                     sizeof err),
+	assert_int_equal(
+	    mqc_request_start(&o, "client/inbox", "client/nobody", "x", 1, 0, &rq, err, sizeof err),
 	    MQC_REQ_OK);
 	assert_int_equal(run_started(rq, in_ms(50), &reply, err, sizeof err), MQC_REQ_TIMEDOUT);
 	t0 = mqc_now_ns();

@@ -13,6 +13,7 @@
 #include <mosquitto.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +51,8 @@ static const struct mqc_cli_opt options[] = {
 	    "commands go to P/{id}/commands/{name} (default devices)", 0 },
 	{ "timeout", O_TIMEOUT, "D", "how long to wait for a device (default 5s; 250ms, 2s, ...)", 0 },
 	{ "pool-max", O_POOL_MAX, "N",
-	    "pool connections at most (default 10), shared out among the\nworkers (each at least 1)",
+	    "pool connections at most (default 10), shared out among the\nworkers (each has its own "
+	    "pool: at least one connection)",
 	    0 },
 	{ "pool-min", O_POOL_MIN, "N", "pool connections kept warm (default 2), shared out alike", 0 },
 	{ "max-body", O_MAX_BODY, "BYTES",
@@ -65,7 +67,7 @@ static const struct mqc_cli_opt options[] = {
 	    "closed (default 10s)",
 	    0 },
 	{ "max-per-address", O_MAX_PER_ADDRESS, "N",
-	    "HTTP connections from one client address (default 64)", 0 },
+	    "HTTP connections from one client address, all workers together\n(default 64)", 0 },
 	{ "max-pending", O_MAX_PENDING, "N",
 	    "commands in flight before 503 pool_exhausted (default 256)", 0 },
 	{ "max-connections", O_MAX_CONNECTIONS, "N",
@@ -73,8 +75,9 @@ static const struct mqc_cli_opt options[] = {
 	    "the open-file limit allows); past it a\nnew connection is closed at once",
 	    0 },
 	{ "workers", O_WORKERS, "N",
-	    "event loops, one thread each (default: one per core); each has\nits own pool and "
-	    "accepts on the same port (SO_REUSEPORT)",
+	    "event loops, one thread each (default: one per CPU this process\nmay use - affinity "
+	    "and a cgroup's CPU quota - at most --pool-max);\neach has its own pool and accepts on "
+	    "the same port (SO_REUSEPORT)",
 	    0 },
 	{ "drain", O_DRAIN, "D",
 	    "on SIGINT/SIGTERM: stop accepting, finish commands in\nflight for at most D (default "
@@ -190,14 +193,28 @@ static uint64_t connections_that_fit(void)
 		getrlimit(RLIMIT_NOFILE, &rl);
 	}
 	return rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX
-	    : rl.rlim_cur > 1024                ? (uint64_t)rl.rlim_cur - 1024
-	                                        : (uint64_t)rl.rlim_cur / 2;
+	    : rl.rlim_cur > 1024            ? (uint64_t)rl.rlim_cur - 1024
+	                                    : (uint64_t)rl.rlim_cur / 2;
 }
 
-static unsigned share(uint64_t total, unsigned workers, unsigned at_least)
+/* The CPUs this process may use: its affinity mask, and a cgroup v2 CPU quota (a container's
+ * --cpus, a Kubernetes CPU limit) rounded up. */
+static unsigned usable_cpus(void)
 {
-	uint64_t each = (total + workers - 1) / workers;
-	return each < at_least ? at_least : (unsigned)each;
+	cpu_set_t set;
+	long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+	                                                     : sysconf(_SC_NPROCESSORS_ONLN);
+	FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+	if (f) {
+		unsigned long long quota, period;
+		if (fscanf(f, "%llu %llu", &quota, &period) == 2 && period > 0) {
+			long q = (long)((quota + period - 1) / period);
+			if (q >= 1 && q < n)
+				n = q;
+		}
+		fclose(f); /* "max 100000": no quota */
+	}
+	return n < 1 ? 1 : n > GATE_MAX_WORKERS ? GATE_MAX_WORKERS : (unsigned)n;
 }
 
 int main(int argc, char **argv)
@@ -209,15 +226,13 @@ int main(int argc, char **argv)
 		.max_pending = 256 };
 	static struct mqc_cli_conn conn = { .qos = 1, .conn.id_prefix = "gate" };
 	struct mqp_pool_options po = MQP_POOL_OPTIONS_INIT;
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	struct settings st = { .g = &g,
 		.po = &po,
 		.listen = "127.0.0.1:8080",
 		.request_deadline_ns = 10 * MQC_NS_PER_S,
 		.per_address = 64,
 		.drain_ns = 10 * MQC_NS_PER_S,
-		.max_connections = 10000,
-		.workers = cores < 1 ? 1 : cores > 64 ? 64 : (uint64_t)cores };
+		.max_connections = 10000 };
 	const struct mqc_cli cli = {
 		.prog = "mqp-gate-api",
 		.synopsis = "--broker URL [OPTIONS]",
@@ -250,12 +265,21 @@ int main(int argc, char **argv)
 	po.cafile = conn.conn.cafile;
 	po.certfile = conn.conn.cert;
 	po.keyfile = conn.conn.key;
-	unsigned workers = (unsigned)st.workers;
 	if (po.min_size > po.max_size)
 		po.min_size = po.max_size;
-	po.max_size = share(po.max_size, workers, 1);
-	po.min_size = share(po.min_size, workers, 0);
-	g.pool = po;
+	unsigned workers = (unsigned)st.workers;
+	if (!workers) {
+		workers = usable_cpus();
+		if (workers > po.max_size)
+			workers = po.max_size;
+	} else if (workers > po.max_size) {
+		fprintf(stderr,
+		    "mqp-gate-api: --workers %u needs --pool-max %u or more (each worker has its own "
+		    "pool)\n",
+		    workers, workers);
+		return 2;
+	}
+	g.pool = po; /* max_size and min_size: the totals, shared out by gate_server_start */
 	g.request_deadline_ms = (unsigned)(st.request_deadline_ns / MQC_NS_PER_MS);
 	g.per_address = (unsigned)st.per_address;
 	uint64_t fit = connections_that_fit();
@@ -288,8 +312,8 @@ int main(int argc, char **argv)
 	}
 	char addr[INET_ADDRSTRLEN];
 	inet_ntop(AF_INET, &g.listen.sin_addr, addr, sizeof addr);
-	printf("GATE_API_READY url=http://%s:%u broker=%s workers=%u\n", addr,
-	    gate_server_port(server), g.broker, workers);
+	printf("GATE_API_READY url=http://%s:%u broker=%s workers=%u\n", addr, gate_server_port(server),
+	    g.broker, workers);
 	fflush(stdout);
 
 	int sig = 0;

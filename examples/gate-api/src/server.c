@@ -89,8 +89,8 @@ struct conn {
 	int fd;
 	uint32_t addr;
 	bool counted, refused, hup_ok; /* counted: in connections and the address's count */
-	uv_timer_t deadline; /* --request-deadline, armed until a request is in */
-	uv_poll_t hup;       /* the client going away (it matters while a command waits) */
+	uv_timer_t deadline;           /* --request-deadline, armed until a request is in */
+	uv_poll_t hup;                 /* the client going away (it matters while a command waits) */
 	struct call *waiting;
 	int handles;
 };
@@ -195,8 +195,7 @@ static enum MHD_Result send_error(struct gate_server *s, struct MHD_Connection *
 {
 	if (route && route->kind == GATE_COMMAND)
 		gate_count(&s->counters, route->backend, status);
-	return send_text(
-	    mc, status, "application/json", gate_error_json(code, message), status == 503);
+	return send_text(mc, status, "application/json", gate_error_json(code, message), status == 503);
 }
 
 /* A command's answer, once it is done. */
@@ -358,8 +357,8 @@ static void naive_watch(struct naive_op *op)
 static void naive_on_timeout(uv_timer_t *h)
 {
 	struct naive_op *op = h->data;
-	naive_finish(op, naive_status(mqc_request_expired(op->r, op->call->err, sizeof op->call->err)),
-	    NULL);
+	naive_finish(
+	    op, naive_status(mqc_request_expired(op->r, op->call->err, sizeof op->call->err)), NULL);
 }
 
 /* Start c's naive request. Returns MQP_OK (it completes later) or why not (c->err says). */
@@ -371,8 +370,8 @@ static int naive_start(struct worker *w, struct call *c, const char *topic)
 		return MQP_ENOMEM;
 	op->w = w;
 	op->call = c;
-	int rc = mqc_request_start(&cfg->naive, "gate/inbox", topic, c->body, c->len, cfg->qos, &op->r,
-	    c->err, sizeof c->err);
+	int rc = mqc_request_start(
+	    &cfg->naive, "gate/inbox", topic, c->body, c->len, cfg->qos, &op->r, c->err, sizeof c->err);
 	if (rc != MQC_REQ_OK) {
 		free(op);
 		return naive_status(rc);
@@ -452,10 +451,9 @@ static enum MHD_Result run_command(struct worker *w, struct call *c)
 	char topic[3 * GATE_NAME_MAX + 128];
 	snprintf(topic, sizeof topic, "%s/%s/commands/%s", cfg->topic_prefix, rt->device, rt->command);
 	c->t0 = mqc_now_ns();
-	int rc = rt->backend == GATE_POOL
-	    ? (int)mqp_pool_request_async(w->pool, topic, c->body, c->len, cfg->qos, cfg->timeout_ms,
-	        on_pool_reply, c, &c->ticket)
-	    : naive_start(w, c, topic);
+	int rc = rt->backend == GATE_POOL ? (int)mqp_pool_request_async(w->pool, topic, c->body, c->len,
+	             cfg->qos, cfg->timeout_ms, on_pool_reply, c, &c->ticket)
+	                                  : naive_start(w, c, topic);
 	if (rc != MQP_OK) { /* never started: answer now */
 		atomic_fetch_sub(&s->counters.pending, 1);
 		c->rc = rc;
@@ -531,7 +529,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 		return MHD_YES;
 	}
 	if (c->too_big)
-		return MHD_YES;                /* answered (413) while the body came in */
+		return MHD_YES;              /* answered (413) while the body came in */
 	uv_timer_stop(&c->cn->deadline); /* the request is in: its deadline is met */
 	if (c->status) {
 		const char *code = c->status == 400 ? "bad_request"
@@ -656,7 +654,8 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 		*socket_context = NULL;
 		return;
 	}
-	const union MHD_ConnectionInfo *fd = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+	const union MHD_ConnectionInfo *fd
+	    = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
 	const union MHD_ConnectionInfo *peer
 	    = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	struct conn *cn = calloc(1, sizeof *cn);
@@ -795,8 +794,11 @@ static int worker_open(struct worker *w)
 		snprintf(w->err, sizeof w->err, "cannot make an event loop");
 		return -1;
 	}
+	struct mqp_pool_options po = cfg->pool;
+	po.max_size = cfg->pool.max_size / s->n + (w->index < cfg->pool.max_size % s->n);
+	po.min_size = cfg->pool.min_size / s->n + (w->index < cfg->pool.min_size % s->n);
 	mqp_pool *pool;
-	int rc = mqp_uv_pool_new(&w->loop, cfg->broker, &cfg->pool, &pool, w->err, sizeof w->err);
+	int rc = mqp_uv_pool_new(&w->loop, cfg->broker, &po, &pool, w->err, sizeof w->err);
 	if (rc == MQP_OK) {
 		pthread_rwlock_wrlock(&s->pools_lock);
 		w->pool = pool;
@@ -804,8 +806,8 @@ static int worker_open(struct worker *w)
 	} else {
 		char why[sizeof w->err];
 		snprintf(why, sizeof why, "%s", w->err);
-		snprintf(w->err, sizeof w->err, "cannot create the pool: %s: %.200s", mqp_strerror(rc),
-		    why);
+		snprintf(
+		    w->err, sizeof w->err, "cannot create the pool: %s: %.200s", mqp_strerror(rc), why);
 		uv_run(&w->loop, UV_RUN_NOWAIT); /* the adapter's handles close */
 		uv_loop_close(&w->loop);
 		return -1;
@@ -826,8 +828,8 @@ static int worker_open(struct worker *w)
 	if (!epoll_fd || !port || uv_poll_init(&w->loop, &w->http, epoll_fd->epoll_fd) != 0) {
 		char addr[INET_ADDRSTRLEN];
 		inet_ntop(AF_INET, &sa.sin_addr, addr, sizeof addr);
-		snprintf(w->err, sizeof w->err, "cannot listen on %s:%u: %s", addr, w->port,
-		    strerror(errno));
+		snprintf(
+		    w->err, sizeof w->err, "cannot listen on %s:%u: %s", addr, w->port, strerror(errno));
 		if (w->d)
 			MHD_stop_daemon(w->d);
 		w->d = NULL;
@@ -872,8 +874,7 @@ static void *worker_main(void *arg)
 static void server_free(struct gate_server *s)
 {
 	struct addr_count *e, *tmp;
-	HASH_ITER(hh, s->addrs, e, tmp)
-	{
+	HASH_ITER (hh, s->addrs, e, tmp) {
 		HASH_DEL(s->addrs, e);
 		free(e);
 	}

@@ -23,7 +23,7 @@
 
 struct gate_config {
 	const char *broker;
-	struct mqp_pool_options pool; /* for each worker's pool (sizes already shared out) */
+	struct mqp_pool_options pool; /* max_size, min_size: all workers' pools together */
 	struct mqc_conn_opts naive;   /* the /naive route's connections */
 	const char *topic_prefix;
 	unsigned timeout_ms; /* for a device's reply */
@@ -40,11 +40,13 @@ struct gate_server;
 
 /**
  * Start workers (each with its pool and daemon) and return once all listen. The first binds
- * cfg->listen (port 0: a free one), the others the same port.
+ * cfg->listen (port 0: a free one), the others the same port. The pool sizes are shared out:
+ * worker i gets max_size / workers, one more while i < max_size % workers (so workers must not
+ * exceed max_size), and min_size likewise.
  * @return 0, or -1 with err saying why (nothing left running).
  */
-int gate_server_start(const struct gate_config *cfg, unsigned workers /* 1..GATE_MAX_WORKERS */, struct gate_server **out,
-    char *err, size_t errlen);
+int gate_server_start(const struct gate_config *cfg, unsigned workers /* 1..GATE_MAX_WORKERS */,
+    struct gate_server **out, char *err, size_t errlen);
 
 /** The port the workers listen on. */
 unsigned gate_server_port(const struct gate_server *s);

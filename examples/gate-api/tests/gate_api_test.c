@@ -4,11 +4,11 @@
  * spoken to over HTTP.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <cjson/cJSON.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -454,6 +454,8 @@ static void bad_options_are_refused_with_a_message(void **state)
 		{ "-q", "3", "-q: expected 0, 1 or 2, got '3'" },
 		{ "--listen", "nowhere", "--listen: expected IPV4:PORT" },
 		{ "--topic-prefix", "a/#", "--topic-prefix: expected a topic without wildcards" },
+		{ "--workers", "20", "--workers 20 needs --pool-max 20 or more" },
+		{ "--workers", "0", "--workers: expected 1 to 256, got '0'" },
 		{ "--protocol", "5", "--protocol does not apply" },
 		{ "--password-file", "/nonexistent", "--password-file /nonexistent: No such file" },
 		{ "--broker", "http://x", "--broker 'http://x'" },
