@@ -140,17 +140,19 @@ static void the_naive_request_on_a_loop(void **state)
 	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "client/cmd", NULL);
 	struct mqc_conn_opts o = opts_for(i->mqtt_url);
 	struct mqc_requester *rq;
-	struct mqc_req_reply reply;
+	struct mqc_req_reply reply = { 0 };
 	char err[256] = "";
 	for (int qos = 0; qos <= 2; qos++) {
 		assert_int_equal(mqc_request_start(&o, "client/inbox", "client/cmd", "ping", 4, qos, &rq,
 		                     err, sizeof err),
 		    MQC_REQ_OK);
 		int rc = run_started(rq, in_ms(5000), &reply, err, sizeof err);
-		if (rc != MQC_REQ_OK)
+		if (rc != MQC_REQ_OK || !reply.payload || !reply.topic)
 			fail_msg("qos %d: rc %d: %s", qos, rc, err);
-		assert_string_equal(reply.payload, "ping");
-		assert_non_null(strstr(reply.topic, "client/inbox/"));
+		else {
+			assert_string_equal(reply.payload, "ping");
+			assert_non_null(strstr(reply.topic, "client/inbox/"));
+		}
 		mqc_req_reply_free(&reply);
 		mqc_requester_abort(rq);
 	}

@@ -320,7 +320,7 @@ static void naive_finish(struct naive_op *op, int rc, struct mqc_req_reply *repl
 	op->r = NULL;
 	void *payload = NULL;
 	size_t len = 0;
-	if (rc == MQP_OK) {
+	if (rc == MQP_OK && reply) {
 		if (reply->len <= w->s->cfg.max_reply) {
 			payload = reply->payload;
 			len = reply->len;
@@ -873,9 +873,10 @@ static void *worker_main(void *arg)
 
 static void server_free(struct gate_server *s)
 {
-	struct addr_count *e, *tmp;
-	HASH_ITER (hh, s->addrs, e, tmp) {
-		HASH_DEL(s->addrs, e);
+	while (s->addrs) {
+		struct addr_count *e = s->addrs;
+		/* uthash frees its table with the last item; the analyzer takes that for e. */
+		HASH_DEL(s->addrs, e); /* NOLINT(clang-analyzer-unix.Malloc) */
 		free(e);
 	}
 	for (unsigned i = 0; i < s->n; i++)

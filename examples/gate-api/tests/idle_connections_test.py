@@ -15,10 +15,10 @@ import os
 import resource
 import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
+
+from gate_harness import Harness
 
 IDLE = 10000
 tb_run, responder, gate_api = sys.argv[1:4]
@@ -27,27 +27,6 @@ if hard != resource.RLIM_INFINITY and hard < IDLE + 1000:
     print(f"SKIP: this process may open {hard} files; the test needs {IDLE + 1000}")
     sys.exit(77)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-tmp = tempfile.mkdtemp(prefix="gate-idle-")
-failures = []
-procs = []
-
-
-def check(ok, what):
-    print(("ok: " if ok else "FAIL: ") + what, flush=True)
-    if not ok:
-        failures.append(what)
-
-
-def spawn(argv, ready):
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=open(f"{tmp}/{len(procs)}.err", "w"), text=True)
-    procs.append(p)
-    end = time.monotonic() + 15
-    while time.monotonic() < end:
-        line = p.stdout.readline()
-        if ready in line:
-            return p, line
-    raise SystemExit(f"FAIL: {argv[0]} did not print {ready}")
 
 
 def status_field(pid, name):
@@ -62,17 +41,13 @@ def open_fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-out = subprocess.run([tb_run, "--daemon", "--no-tls", "--dir", tmp], capture_output=True, text=True, timeout=60)
-env = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
-env = {k: v.strip("'\"") for k, v in env.items()}
-auth = ["--username", env["MQTT_USERNAME"], "--password", env["MQTT_PASSWORD"]]
+h = Harness(tb_run, "gate-idle-")
+check = h.check
 idle = []
 try:
-    spawn([responder, "--broker", env["MQTT_URL"], *auth, "--filter", "devices/+/commands/ping"], "RESPONDER_READY")
-    gate, line = spawn([gate_api, "--broker", env["MQTT_URL"], *auth, "--listen", "127.0.0.1:0",
-                        "--workers", "2", "--max-connections", str(IDLE + 100),
-                        "--max-per-address", str(IDLE), "--request-deadline", "1h"], "GATE_API_READY")
-    port = int(line.split("url=http://127.0.0.1:")[1].split()[0])
+    h.spawn([responder, "--broker", h.url, *h.auth, "--filter", "devices/+/commands/ping"], "RESPONDER_READY")
+    gate, port = h.gateway(gate_api, "--workers", "2", "--max-connections", str(IDLE + 100),
+                           "--max-per-address", str(IDLE), "--request-deadline", "1h")
 
     def latencies(n):
         lat = []
@@ -151,16 +126,4 @@ try:
 finally:
     for s in idle:
         s.close()
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-    if "RUN_PID" in env:
-        subprocess.run(["kill", env["RUN_PID"]])
-if failures:
-    for k in range(len(procs)):
-        print(open(f"{tmp}/{k}.err").read()[-2000:], end="")
-sys.exit(1 if failures else 0)
+    h.finish()

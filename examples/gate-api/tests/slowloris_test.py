@@ -13,48 +13,21 @@ usage: slowloris_test.py TB_RUN RESPONDER GATE_API
 """
 import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 
+from gate_harness import Harness
+
 tb_run, responder, gate_api = sys.argv[1:4]
-tmp = tempfile.mkdtemp(prefix="gate-slowloris-")
-failures = []
-procs = []
-
-
-def check(ok, what):
-    print(("ok: " if ok else "FAIL: ") + what, flush=True)
-    if not ok:
-        failures.append(what)
-
-
-def spawn(argv, ready):
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=open(f"{tmp}/{len(procs)}.err", "w"), text=True)
-    procs.append(p)
-    end = time.monotonic() + 15
-    while time.monotonic() < end:
-        line = p.stdout.readline()
-        if ready in line:
-            return line
-    raise SystemExit(f"FAIL: {argv[0]} did not print {ready}")
-
-
-out = subprocess.run([tb_run, "--daemon", "--no-tls", "--dir", tmp], capture_output=True, text=True, timeout=60)
-env = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
-env = {k: v.strip("'\"") for k, v in env.items()}
-auth = ["--username", env["MQTT_USERNAME"], "--password", env["MQTT_PASSWORD"]]
+h = Harness(tb_run, "gate-slowloris-")
+check = h.check
 try:
-    spawn([responder, "--broker", env["MQTT_URL"], *auth, "--filter", "devices/+/commands/ping"], "RESPONDER_READY")
-    spawn([responder, "--broker", env["MQTT_URL"], *auth, "--filter", "devices/big/commands/fetch",
-           "--reply", "x" * 120000], "RESPONDER_READY")
-    line = spawn([gate_api, "--broker", env["MQTT_URL"], *auth, "--listen", "127.0.0.1:0",
-                  "--request-deadline", "2s", "--max-per-address", "16", "--max-body", "4096",
-                  "--max-reply", "100k", "--max-connections", "512"], "GATE_API_READY")
-    port = int(line.split("url=http://127.0.0.1:")[1].split()[0])
-    gate_err = f"{tmp}/{len(procs) - 1}.err"
+    h.spawn([responder, "--broker", h.url, *h.auth, "--filter", "devices/+/commands/ping"], "RESPONDER_READY")
+    h.spawn([responder, "--broker", h.url, *h.auth, "--filter", "devices/big/commands/fetch",
+             "--reply", "x" * 120000], "RESPONDER_READY")
+    gate, port = h.gateway(gate_api, "--request-deadline", "2s", "--max-per-address", "16", "--max-body", "4096",
+                           "--max-reply", "100k", "--max-connections", "512")
 
     def post(sock, path="/devices/d1/commands/ping", body=b"{}"):
         sock.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -200,17 +173,7 @@ try:
         check(status == 502 and b"reply_too_large" in body,
               f"a 120 kB reply above --max-reply 100k: {status} {body[:120]!r}")
     time.sleep(0.5)
-    lines = open(gate_err).read().count("\n")
+    lines = open(gate.log).read().count("\n")
     check(lines < 40, f"the attack left {lines} lines in the gateway's log")
 finally:
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-    if "RUN_PID" in env:
-        subprocess.run(["kill", env["RUN_PID"]])
-print(open(gate_err).read()[-2000:] if failures else "", end="")
-sys.exit(1 if failures else 0)
+    h.finish()
