@@ -108,7 +108,8 @@ struct call {
 	bool too_big;
 	enum call_state state;
 	bool client_gone;
-	mqp_ticket ticket;
+	mqp_ticket ticket;      /* the pool route's request */
+	struct naive_op *naive; /* the naive route's, while it runs */
 	uint64_t t0, took;
 	int rc;
 	void *reply; /* NULL-terminated copy, or NULL when too large */
@@ -308,6 +309,8 @@ static void naive_finish(struct naive_op *op, int rc, struct mqc_req_reply *repl
 	struct worker *w = op->w;
 	struct call *c = op->call;
 	op->call = NULL;
+	if (c)
+		c->naive = NULL;
 	if (op->prev)
 		op->prev->next = op->next;
 	else
@@ -388,6 +391,7 @@ static int naive_start(struct worker *w, struct call *c, const char *topic)
 	if (op->next)
 		op->next->prev = op;
 	w->naive_ops = op;
+	c->naive = op;
 	uv_timer_start(&op->timer, naive_on_timeout, cfg->timeout_ms, 0);
 	naive_watch(op);
 	return MQP_OK;
@@ -415,11 +419,8 @@ static void on_hangup(uv_poll_t *h, int status, int events)
 		mqp_pool_cancel(cn->w->pool, c->ticket);
 		return;
 	}
-	for (struct naive_op *op = cn->w->naive_ops; op; op = op->next)
-		if (op->call == c) {
-			naive_finish(op, MQP_ECANCELED, NULL);
-			return;
-		}
+	if (c->naive)
+		naive_finish(c->naive, MQP_ECANCELED, NULL);
 }
 
 static enum MHD_Result run_command(struct worker *w, struct call *c)
