@@ -241,8 +241,8 @@ static void on_resumed(uv_check_t *h)
 	http_run(h->data);
 }
 
-/* The command is done (reply: a malloc'd copy or NULL): stop watching the client, resume the
- * connection; libmicrohttpd calls on_request again, which answers. */
+/* The command is done (reply: a malloc'd copy or NULL): resume the connection; libmicrohttpd
+ * calls on_request again, which answers. */
 static void complete(struct call *c, int rc, void *reply, size_t reply_len)
 {
 	struct conn *cn = c->cn;
@@ -452,9 +452,12 @@ static enum MHD_Result run_command(struct worker *w, struct call *c)
 	char topic[3 * GATE_NAME_MAX + 128];
 	snprintf(topic, sizeof topic, "%s/%s/commands/%s", cfg->topic_prefix, rt->device, rt->command);
 	c->t0 = mqc_now_ns();
-	int rc = rt->backend == GATE_POOL ? (int)mqp_pool_request_async(w->pool, topic, c->body, c->len,
-	             cfg->qos, cfg->timeout_ms, on_pool_reply, c, &c->ticket)
-	                                  : naive_start(w, c, topic);
+	int rc;
+	if (rt->backend == GATE_POOL)
+		rc = mqp_pool_request_async(w->pool, topic, c->body, c->len, cfg->qos, cfg->timeout_ms,
+		    on_pool_reply, c, &c->ticket);
+	else
+		rc = naive_start(w, c, topic);
 	if (rc != MQP_OK) { /* never started: answer now */
 		atomic_fetch_sub(&s->counters.pending, 1);
 		c->rc = rc;
