@@ -49,22 +49,25 @@ try:
     gate, port = h.gateway(gate_api, "--workers", "2", "--max-connections", str(IDLE + 100),
                            "--max-per-address", str(IDLE), "--request-deadline", "1h")
 
+    # The normal client keeps one connection for both measurements: a connection closing between
+    # them would still be counted in the gateway's descriptors for a moment.
+    normal = socket.create_connection(("127.0.0.1", port), timeout=5)
+
     def latencies(n):
         lat = []
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-            for _ in range(n):
-                t = time.monotonic()
-                s.sendall(b"POST /devices/d1/commands/ping HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    data += s.recv(65536)
-                head, rest = data.split(b"\r\n\r\n", 1)
-                length = int([h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length:")][0].split(b":")[1])
-                while len(rest) < length:
-                    rest += s.recv(65536)
-                lat.append((time.monotonic() - t) * 1000)
-                if int(head.split()[1]) != 200:
-                    check(False, f"a normal request got {head.split()[1]}")
+        for _ in range(n):
+            t = time.monotonic()
+            normal.sendall(b"POST /devices/d1/commands/ping HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += normal.recv(65536)
+            head, rest = data.split(b"\r\n\r\n", 1)
+            length = int([h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length:")][0].split(b":")[1])
+            while len(rest) < length:
+                rest += normal.recv(65536)
+            lat.append((time.monotonic() - t) * 1000)
+            if int(head.split()[1]) != 200:
+                check(False, f"a normal request got {head.split()[1]}")
         return lat
 
     quiet = latencies(200)
@@ -109,13 +112,14 @@ try:
                 pass
             except OSError:
                 closed.add(k)
-    while len(closed) < 100 and time.monotonic() < end:
+    room = 100 - 1  # --max-connections IDLE + 100, less the normal client's connection
+    while len(closed) < 200 - room and time.monotonic() < end:
         poll_closed()
         time.sleep(0.05)
     time.sleep(0.3)  # none of the others follows
     poll_closed()
-    check(len(closed) == 100, f"200 more past --max-connections {IDLE + 100}: {len(closed)} closed at once, {200 - len(closed)} kept")
-    idle += extra
+    check(len(closed) == 200 - room, f"200 more past --max-connections {IDLE + 100} with {IDLE + 1} open: {len(closed)} closed at once, {200 - len(closed)} kept")
+    idle += extra + [normal]
     for s in idle:
         s.close()
     idle = []
