@@ -388,7 +388,7 @@ int mqc_request_step(struct mqc_requester *r, bool readable, bool writable,
 		r->phase = PH_WAITING;
 	}
 	if (rc == MQC_REQ_OK) {
-		if (!r->got && !r->pub_refused && how == MQC_REQ_OK && !r->lost)
+		if (!r->got && !r->pub_refused && how == MQC_REQ_OK)
 			return MQC_REQ_PENDING;
 		rc = reply_result(r, r->got || r->pub_refused ? MQC_REQ_OK : MQC_REQ_LOST);
 		if (rc == MQC_REQ_OK) {

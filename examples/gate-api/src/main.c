@@ -9,7 +9,6 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
-#include <errno.h>
 #include <mosquitto.h>
 #include <netinet/in.h>
 #include <pthread.h>

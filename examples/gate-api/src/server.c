@@ -75,7 +75,7 @@ struct worker {
 	struct naive_op *naive_ops; /* in flight */
 	unsigned active;            /* HTTP requests from their headers until their response is sent */
 	uint64_t drain_deadline;
-	bool closing, drained;
+	bool drained;
 	unsigned port; /* to bind (0: any), then bound */
 	sem_t started;
 	int start_rc;
@@ -747,7 +747,6 @@ static void http_run(struct worker *w)
 
 static void worker_close(struct worker *w)
 {
-	w->closing = true;
 	uv_timer_stop(&w->drain);
 	/* Every call completes first: the pool's with MQP_ECLOSED, the naive ones aborted. */
 	pthread_rwlock_wrlock(&w->s->pools_lock);
@@ -779,7 +778,7 @@ static void on_drain_check(uv_timer_t *h)
 static void on_stop(uv_async_t *h)
 {
 	struct worker *w = h->data;
-	if (w->closing || w->drain_deadline)
+	if (w->drain_deadline) /* already draining */
 		return;
 	w->drain_deadline = mqc_now_ns() + atomic_load(&w->s->drain_ns);
 	MHD_socket listen_fd = MHD_quiesce_daemon(w->d); /* no new connections */
@@ -932,8 +931,9 @@ int gate_server_start(const struct gate_config *cfg, unsigned workers, struct ga
 		w[i].index = i;
 		w[i].port = port;
 		sem_init(&w[i].started, 0, 0);
-		if (pthread_create(&w[i].thread, NULL, worker_main, &w[i]) != 0) {
-			snprintf(err, errlen, "cannot start a worker thread: %s", strerror(errno));
+		int e = pthread_create(&w[i].thread, NULL, worker_main, &w[i]);
+		if (e != 0) {
+			snprintf(err, errlen, "cannot start a worker thread: %s", strerror(e));
 			rc = -1;
 			break;
 		}
