@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,7 +122,7 @@ static const struct mqc_cli_opt options[] = {
 	    "every subscriber subscribes to F instead (with\n--pub-topic: e.g. through a device that "
 	    "echoes)",
 	    T_ | F_ },
-	{ NULL, 0, NULL, "request options (requests are QoS 0, MQTT v5):", R_ },
+	{ NULL, 0, NULL, "request options (MQTT v5; --qos is the commands' QoS, default 0):", R_ },
 	{ "mode", O_MODE, "naive|pool|dedicated|loop|all",
 	    "default all: naive, pool and dedicated, one after another\nwith the same settings. "
 	    "naive: connect, subscribe, publish,\nwait, disconnect per request; pool: libmqttpool "
@@ -315,7 +316,7 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		.opts = options,
 		.scope = 1u << sc,
 		.scope_name = scope_name,
-		.conn_opts = MQC_CLI_BROKER | (sc == SC_REQUEST ? 0 : MQC_CLI_QOS | MQC_CLI_PROTOCOL),
+		.conn_opts = MQC_CLI_BROKER | MQC_CLI_QOS | (sc == SC_REQUEST ? 0 : MQC_CLI_PROTOCOL),
 		.conn = &o->net,
 		.on_option = on_option,
 		.ctx = o,
@@ -356,6 +357,10 @@ int main(int argc, char **argv)
 		printf("mqbench %s\n", MQBENCH_VERSION);
 		return 0;
 	}
+	/* A peer that goes away while we write is an error to handle, never the end of the process.
+	 * libmosquitto 2.0 ignored SIGPIPE for the whole process; 2.0.15 and later do not, and
+	 * OpenSSL writes TLS records with write(2) (mqbench died of it over TLS with 2.1's). */
+	signal(SIGPIPE, SIG_IGN);
 	/* Wake-ups on the schedule: the default 50 us timer slack would add to every slot's lag. */
 	prctl(PR_SET_TIMERSLACK, 1000UL);
 	/* Before any thread: reading the probe uses libcurl from the scenarios' threads. */

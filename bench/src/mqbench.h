@@ -53,10 +53,33 @@ struct bench_opts {
 enum { BENCH_REQUEST_MODES = 4 };
 extern const char *const bench_request_modes[BENCH_REQUEST_MODES];
 
+/* --- what a run costs this process (cost.c) ---------------------------------------------- */
+
+/**
+ * System calls (a perf counter on raw_syscalls:sys_enter, inherited by every thread created
+ * after bench_cost_open: open it before the pool and the workers) and CPU time (getrusage, every
+ * thread) between bench_cost_start and bench_cost_stop.
+ */
+struct bench_cost {
+	int fd; /* the counter; -1: no rights (root or CAP_PERFMON) or no tracefs */
+	bool running;
+	double cpu0;
+	double syscalls; /* after stop: the count, or -1 when it cannot be known */
+	double cpu_s;    /* after stop: CPU seconds of every thread of the process */
+};
+void bench_cost_open(struct bench_cost *c);
+void bench_cost_start(struct bench_cost *c);
+void bench_cost_stop(struct bench_cost *c);
+void bench_cost_close(struct bench_cost *c);
+/** value / per with decimals and unit ("3.10", "21.8us"), or "n/a" when value < 0 or per is 0. */
+const char *bench_cost_fmt(
+    double value, double per, int decimals, const char *unit, char *buf, size_t len);
+
 /** What `request --mode loop` measured (request_loop.c). */
 struct bench_loop_result {
 	struct mqc_hist lat;
 	uint64_t done, errors, timeouts, elapsed_ns;
+	struct bench_cost *cost; /* started when the run starts, stopped when it ends */
 };
 struct mqp_pool_options;
 /** Run --mode loop: the pool on a libuv loop in this thread. 0, or -1 after a message. */

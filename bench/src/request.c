@@ -71,7 +71,8 @@ static void client_close(struct worker *w)
 
 static int client_request(struct worker *w, const char *payload, size_t len, uint64_t deadline)
 {
-	switch (mqc_requester_request(w->rq, w->s->o->pub_topic, payload, len, 0, deadline, NULL)) {
+	switch (mqc_requester_request(
+	    w->rq, w->s->o->pub_topic, payload, len, w->s->o->net.qos, deadline, NULL)) {
 		case MQC_REQ_OK:
 			return MQP_OK;
 		case MQC_REQ_TIMEDOUT:
@@ -79,6 +80,25 @@ static int client_request(struct worker *w, const char *payload, size_t len, uin
 		default:
 			return MQP_ECONNLOST;
 	}
+}
+
+/* What a mode's requests run on: the baselines model what users write (libmosquitto), the pool
+ * is libmqttpool. Printed under the table and in --json. */
+static const char *request_client(int mode)
+{
+	static char text[4][160];
+	if (!text[0][0]) {
+		int major, minor, rev;
+		mosquitto_lib_version(&major, &minor, &rev);
+		char lib[48];
+		snprintf(lib, sizeof lib, "libmosquitto %d.%d.%d", major, minor, rev);
+		snprintf(text[0], sizeof text[0], "%s, a connection per request (mqc_request.h)", lib);
+		snprintf(text[1], sizeof text[1], "libmqttpool %s, its own I/O thread", mqp_version());
+		snprintf(text[2], sizeof text[2], "%s, a connection per worker (mqc_request.h)", lib);
+		snprintf(
+		    text[3], sizeof text[3], "libmqttpool %s on a libuv loop, one thread", mqp_version());
+	}
+	return text[mode];
 }
 
 /* --- workers ----------------------------------------------------------------------------- */
@@ -128,7 +148,7 @@ static void worker_run(struct worker *w)
 		int rc;
 		if (s->mode == 1) {
 			struct mqp_reply reply;
-			rc = mqp_pool_request(s->pool, o->pub_topic, payload, (size_t)plen, 0,
+			rc = mqp_pool_request(s->pool, o->pub_topic, payload, (size_t)plen, o->net.qos,
 			    (unsigned)(timeout / MQC_NS_PER_MS), &reply);
 			mqp_reply_free(&reply);
 		} else if (s->mode == 2) {
@@ -167,6 +187,7 @@ struct mode_result {
 	struct mqc_hist lat;
 	uint64_t done, errors, timeouts;
 	struct probe_sample p0, p1;
+	struct bench_cost cost; /* this process's system calls and CPU during the mode's run */
 	bool ran;
 };
 
@@ -189,7 +210,7 @@ static struct mqp_pool_options pool_options(const struct bench_opts *o)
 static int run_loop_mode(const struct bench_opts *o, struct mode_result *r)
 {
 	struct mqp_pool_options po = pool_options(o);
-	struct bench_loop_result lr = { 0 };
+	struct bench_loop_result lr = { .cost = &r->cost };
 	mqc_hist_init(&lr.lat, 10);
 	int rc = bench_request_loop(o, &po, &lr);
 	nanosleep(&(struct timespec) { .tv_nsec = 200000000 }, NULL); /* let the probe see them go */
@@ -210,6 +231,7 @@ static int run_mode(const struct bench_opts *o, int mode, uint16_t run, struct m
 {
 	mqc_hist_init(&r->lat, 10);
 	bench_probe_read(o->metrics_url, &r->p0);
+	bench_cost_open(&r->cost); /* before the pool's thread and the workers: they count */
 	if (mode == 3)
 		return run_loop_mode(o, r);
 	struct shared s = { .o = o, .mode = mode, .run = run };
@@ -232,6 +254,7 @@ static int run_mode(const struct bench_opts *o, int mode, uint16_t run, struct m
 	}
 	struct worker *w = calloc(o->concurrency, sizeof *w);
 	pthread_t *t = calloc(o->concurrency, sizeof *t);
+	bench_cost_start(&r->cost);
 	s.t0 = mqc_now_ns();
 	s.end = s.t0 + o->duration_ns;
 	for (unsigned i = 0; i < o->concurrency; i++) {
@@ -269,6 +292,7 @@ static int run_mode(const struct bench_opts *o, int mode, uint16_t run, struct m
 		mqc_hist_merge(&r->lat, &w[i].lat);
 		mqc_hist_free(&w[i].lat);
 	}
+	bench_cost_stop(&r->cost);
 	uint64_t elapsed = mqc_now_ns() - s.t0;
 	if (s.pool)
 		mqp_pool_destroy(s.pool);
@@ -289,6 +313,8 @@ int bench_run_request(const struct bench_opts *o)
 {
 	mosquitto_lib_init();
 	struct mode_result r[BENCH_REQUEST_MODES] = { 0 };
+	for (int m = 0; m < BENCH_REQUEST_MODES; m++)
+		r[m].cost.fd = -1;
 	uint16_t run = (uint16_t)(o->seed ^ (o->seed >> 16));
 	int rc = 0;
 	for (int mode = 0; mode < BENCH_REQUEST_MODES; mode++) {
@@ -317,14 +343,25 @@ int bench_run_request(const struct bench_opts *o)
 				cJSON_AddNumberToObject(
 				    one, "disconnects", r[m].p1.disconnects - r[m].p0.disconnects);
 			cJSON_AddItemToObject(one, "latency", bench_latency_json(&r[m].lat));
+			/* This process's cost per answered request: null when it cannot be known. */
+			double n = (double)r[m].done;
+			if (r[m].cost.syscalls >= 0 && n > 0)
+				cJSON_AddNumberToObject(one, "syscalls_per_request", r[m].cost.syscalls / n);
+			else
+				cJSON_AddNullToObject(one, "syscalls_per_request");
+			if (n > 0)
+				cJSON_AddNumberToObject(one, "cpu_us_per_request", r[m].cost.cpu_s * 1e6 / n);
+			else
+				cJSON_AddNullToObject(one, "cpu_us_per_request");
+			cJSON_AddStringToObject(one, "client", request_client(m));
 		}
 		bench_result_print(root);
 	} else {
 		printf("request %s against %s: concurrency %u, %.1fs per mode, %s\n", o->pub_topic,
 		    o->net.broker, o->concurrency, (double)o->duration_ns / 1e9,
 		    o->rate > 0 ? "open loop" : "closed loop");
-		printf("%-10s %10s %10s %10s %10s %9s %9s %12s\n", "mode", "req/s", "p50", "p99", "p99.9",
-		    "errors", "connects", "disconnects");
+		printf("%-10s %10s %10s %10s %10s %9s %9s %12s %8s %8s\n", "mode", "req/s", "p50", "p99",
+		    "p99.9", "errors", "connects", "disconnects", "sys/req", "CPU/req");
 		bool probe_read = false, probe_connects = false;
 		for (int m = 0; m < BENCH_REQUEST_MODES; m++) {
 			probe_read |= r[m].ran && r[m].p1.ok;
@@ -343,12 +380,24 @@ int bench_run_request(const struct bench_opts *o)
 					snprintf(cn, sizeof cn, "%.0f", r[m].p1.connects - r[m].p0.connects);
 				snprintf(dc, sizeof dc, "%.0f", r[m].p1.disconnects - r[m].p0.disconnects);
 			}
-			printf("%-10s %10.0f %10s %10s %10s %9llu %9s %12s\n", bench_request_modes[m],
+			char sys[24], cpu[24];
+			printf("%-10s %10.0f %10s %10s %10s %9llu %9s %12s %8s %8s\n", bench_request_modes[m],
 			    r[m].rate, bench_fmt_ns(mqc_hist_percentile(&r[m].lat, 50), a, sizeof a),
 			    bench_fmt_ns(mqc_hist_percentile(&r[m].lat, 99), b, sizeof b),
 			    bench_fmt_ns(mqc_hist_percentile(&r[m].lat, 99.9), c, sizeof c),
-			    (unsigned long long)r[m].errors + r[m].timeouts, cn, dc);
+			    (unsigned long long)r[m].errors + r[m].timeouts, cn, dc,
+			    bench_cost_fmt(r[m].cost.syscalls, (double)r[m].done, 2, "", sys, sizeof sys),
+			    bench_cost_fmt(r[m].cost.cpu_s * 1e6, (double)r[m].done, 1, "us", cpu, sizeof cpu));
 		}
+		/* A codec difference must never be read as pooling: say what each row runs on. */
+		for (int m = 0; m < BENCH_REQUEST_MODES; m++)
+			if (r[m].ran)
+				printf("  %-9s %s\n", bench_request_modes[m], request_client(m));
+		printf("  (sys/req, CPU/req: this process, every thread, per answered request%s)\n",
+		    r[0].cost.syscalls < 0 && r[1].cost.syscalls < 0 && r[2].cost.syscalls < 0
+		            && r[3].cost.syscalls < 0
+		        ? "; system calls n/a: counting them needs root or CAP_PERFMON"
+		        : "");
 		if (r[0].ran && r[1].ran && r[0].rate > 0)
 			printf("pool / naive: %.1fx req/s", r[1].rate / r[0].rate);
 		if (r[1].ran && r[2].ran && r[2].rate > 0)
@@ -362,6 +411,7 @@ int bench_run_request(const struct bench_opts *o)
 			printf("\n");
 	}
 	for (int m = 0; m < BENCH_REQUEST_MODES; m++) {
+		bench_cost_close(&r[m].cost);
 		if (r[m].ran)
 			bench_warn_delayed_ack(bench_request_modes[m], &r[m].lat);
 		uint64_t p99 = mqc_hist_percentile(&r[m].lat, 99);

@@ -46,6 +46,8 @@ static void stop(struct loop_run *lr)
 	if (lr->stopping)
 		return;
 	lr->stopping = true;
+	if (lr->r->cost)
+		bench_cost_stop(lr->r->cost); /* the run is over: its teardown is not its cost */
 	uv_close((uv_handle_t *)&lr->progress, NULL);
 	if (lr->tfd >= 0)
 		uv_close((uv_handle_t *)&lr->slots, NULL);
@@ -84,8 +86,8 @@ static bool start_one(struct loop_run *lr, uint64_t intended)
 		return false;
 	*s = (struct slot) { .run = lr, .intended = intended };
 	unsigned timeout_ms = (unsigned)(lr->o->timeout_ns / MQC_NS_PER_MS);
-	int rc = mqp_pool_request_async(lr->pool, lr->o->pub_topic, lr->payload, (size_t)lr->plen, 0,
-	    timeout_ms ? timeout_ms : 1, on_reply, s, NULL);
+	int rc = mqp_pool_request_async(lr->pool, lr->o->pub_topic, lr->payload, (size_t)lr->plen,
+	    lr->o->net.qos, timeout_ms ? timeout_ms : 1, on_reply, s, NULL);
 	if (rc != MQP_OK) {
 		free(s);
 		lr->r->errors++;
@@ -184,6 +186,8 @@ int bench_request_loop(
 	} while (st.ready < po->min_size && mqc_now_ns() < warm);
 	uv_timer_init(&loop, &lr.progress);
 	lr.progress.data = &lr;
+	if (r->cost)
+		bench_cost_start(r->cost);
 	lr.t0 = mqc_now_ns();
 	lr.end = lr.t0 + o->duration_ns;
 	uv_timer_start(&lr.progress, on_progress, 1000, 1000);

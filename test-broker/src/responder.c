@@ -392,6 +392,10 @@ static int run(struct responder *r, int sfd)
 
 int main(int argc, char **argv)
 {
+	/* A peer that goes away while we write is an error to handle, never the end of the process.
+	 * libmosquitto 2.0 ignored SIGPIPE for the whole process; 2.0.15 and later do not, and
+	 * OpenSSL writes TLS records with write(2) (mqbench died of it over TLS with 2.1's). */
+	signal(SIGPIPE, SIG_IGN);
 	struct responder r = { 0 };
 	char err[512];
 	int parsed = rsp_parse_args(argc, argv, &r.o, err, sizeof err);

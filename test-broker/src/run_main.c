@@ -316,6 +316,10 @@ static int run(int argc, char **argv, const char ***plugin_opts, const char ***c
 
 int main(int argc, char **argv)
 {
+	/* A peer that goes away while we write is an error to handle, never the end of the process.
+	 * libmosquitto 2.0 ignored SIGPIPE for the whole process; 2.0.15 and later do not, and
+	 * OpenSSL writes TLS records with write(2) (mqbench died of it over TLS with 2.1's). */
+	signal(SIGPIPE, SIG_IGN);
 	const char **plugin_opts = NULL, **conf_lines = NULL;
 	int rc = run(argc, argv, &plugin_opts, &conf_lines);
 	free(plugin_opts);

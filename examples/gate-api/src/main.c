@@ -253,6 +253,10 @@ int main(int argc, char **argv)
 		.on_option = on_option,
 		.ctx = &st,
 	};
+	/* A peer that goes away while we write is an error to handle, never the end of the process.
+	 * libmosquitto 2.0 ignored SIGPIPE for the whole process; 2.0.15 and later do not, and
+	 * OpenSSL writes TLS records with write(2). */
+	signal(SIGPIPE, SIG_IGN);
 	int parsed = mqc_cli_parse(&cli, argc, argv);
 	if (parsed != 0)
 		return parsed == 1 ? 0 : 2;
