@@ -27,24 +27,26 @@ function(mqttpool_add_script_test)
   set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}")
 endfunction()
 
-# mqttpool_add_fuzz_target(NAME <name> SOURCES <files...> [LIBS <targets...>] CORPUS <dir>)
+# mqttpool_add_fuzz_target(NAME <name> SOURCES <files...> [LIBS <targets...>]
+#                          [INCLUDES <dirs...>] CORPUS <dir>)
 #
 # A libFuzzer target (LLVMFuzzerTestOneInput in SOURCES). Every test build replays its corpus
 # (the seeds and every input that once crashed it) through the same function as a test named
 # <name>_corpus; with MQTTPOOL_FUZZ=ON (the fuzz preset, clang) it is also built as the fuzzer
 # <name>, which scripts/fuzz runs.
 function(mqttpool_add_fuzz_target)
-  cmake_parse_arguments(F "" "NAME;CORPUS" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(F "" "NAME;CORPUS" "SOURCES;LIBS;INCLUDES" ${ARGN})
   if(MQTTPOOL_FUZZ)
     add_executable(${F_NAME} ${F_SOURCES})
     target_link_libraries(${F_NAME} PRIVATE ${F_LIBS} mqttpool_warnings)
     target_link_options(${F_NAME} PRIVATE -fsanitize=fuzzer)
-    target_include_directories(${F_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/common/tests/fuzz)
+    target_include_directories(${F_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/common/tests/fuzz ${F_INCLUDES})
     set_property(GLOBAL APPEND PROPERTY MQTTPOOL_FUZZ_TARGETS ${F_NAME})
   elseif(MQTTPOOL_BUILD_TESTS)
     add_executable(${F_NAME}_replay ${F_SOURCES} ${PROJECT_SOURCE_DIR}/common/tests/fuzz/replay_main.c)
     target_link_libraries(${F_NAME}_replay PRIVATE ${F_LIBS} mqttpool_warnings)
-    target_include_directories(${F_NAME}_replay PRIVATE ${PROJECT_SOURCE_DIR}/common/tests/fuzz)
+    target_include_directories(${F_NAME}_replay PRIVATE ${PROJECT_SOURCE_DIR}/common/tests/fuzz
+                               ${F_INCLUDES})
     add_test(NAME ${F_NAME}_corpus COMMAND ${F_NAME}_replay ${F_CORPUS})
     set_tests_properties(${F_NAME}_corpus PROPERTIES TIMEOUT 60 LABELS unit)
   endif()

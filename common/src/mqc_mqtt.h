@@ -10,6 +10,7 @@
 #ifndef MQC_MQTT_H
 #define MQC_MQTT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define MQC_MQTT_STR_MAX    65535u
@@ -35,5 +36,15 @@ size_t mqc_mqtt_connect_size(const char *client_id, const char *username, const 
  */
 size_t mqc_mqtt_connect(unsigned char *out, size_t cap, int protocol, const char *client_id,
     const char *username, const char *password, unsigned keepalive);
+
+/**
+ * A CONNACK's code in words: an MQTT 5 reason code, or, when v311, a 3.1.1 return code (which
+ * are different numbers: 3.1.1's 1 is "unacceptable protocol version", v5's 0x01 is no CONNACK
+ * code at all). "accepted" for 0; never NULL.
+ */
+const char *mqc_mqtt_connack_text(unsigned code, bool v311);
+
+/** An MQTT 5 reason code in words (PUBACK, SUBACK, DISCONNECT, ...). Never NULL. */
+const char *mqc_mqtt_reason_text(unsigned code);
 
 #endif

@@ -9,8 +9,8 @@
  * are dropped and counted; a reply never reaches the wrong caller.
  *
  * Threads: every function is thread-safe unless marked. One I/O thread per pool owns every
- * connection (epoll over libmosquitto's non-blocking loop); callers hand it work and wait with a
- * deadline. No wait is without one.
+ * connection (epoll over non-blocking sockets; the pool speaks MQTT with its own codec, and TLS
+ * through OpenSSL); callers hand it work and wait with a deadline. No wait is without one.
  *
  * Errors: functions return MQP_OK (0) or a positive mqp_err; mqp_strerror() names them.
  *
@@ -23,8 +23,8 @@
  * struct_size (MQP_POOL_OPTIONS_INIT or mqp_pool_options_init() set it); mqp_pool_stats and
  * mqp_pool_latency take the size of the caller's struct. A program built against an older
  * header keeps working with a newer library; fields the library does not know are refused.
- * Processes: libmosquitto 2.0 sets SIGPIPE to SIG_IGN for the whole process when the first
- * connection is created.
+ * Processes: the pool never changes signal dispositions (it sends with MSG_NOSIGNAL) and does not
+ * use libmosquitto.
  */
 #ifndef MQTTPOOL_H
 #define MQTTPOOL_H
@@ -63,6 +63,9 @@ typedef enum mqp_err {
 	MQP_ECANCELED = 13,  /* an async call cancelled by mqp_pool_cancel */
 	MQP_EEXHAUSTED = 14, /* no connection could take the request or publish before its deadline:
 	                        it was never sent, so it is safe to retry */
+	MQP_EREFUSED = 15,   /* the broker refused the connection (its CONNACK: credentials, not
+	                        authorized, banned, or a protocol version it does not speak): not
+	                        transient; mqp_pool_last_error() says why and what to change */
 } mqp_err;
 
 /* Special durations (see the top of this file). */
@@ -100,9 +103,12 @@ struct mqp_pool_options {
 	unsigned keepalive_s;         /* 0: 30 (minimum 5) */
 	int protocol;                 /* 5 (when 0) or 4 for an MQTT 3.1.1 broker: then
 	                                 mqp_pool_request needs v5 (MQP_EINVAL; use
-	                                 mqp_pool_request_legacy), and a lease that subscribed is
-	                                 discarded at release (3.1.1 has no subscription identifiers
-	                                 to tell a previous borrower's messages apart) */
+	                                 mqp_pool_request_legacy, which keeps connections warm on
+	                                 3.1.1 too), and a lease that subscribed is discarded at
+	                                 release (3.1.1 has no subscription identifiers to tell a
+	                                 previous borrower's messages apart). A broker that speaks
+	                                 only 3.1.1 is recognised when 5 is asked for: the
+	                                 connect error (mqp_pool_last_error) says so, confirmed */
 	const char *client_id_prefix; /* 0: "mqp" (at most 8 characters); client ids are
 	                                 PREFIX-<64 random bits> (11 characters) */
 	const char *inbox_prefix;     /* 0: "mqp/inbox": replies come to PREFIX/<client id> */
@@ -127,6 +133,14 @@ struct mqp_pool_options {
 	 * are ready adapters): no thread of its own, and the thread that calls mqp_pool_new is the
 	 * loop's thread. The struct must outlive the pool. */
 	const struct mqp_loop *loop;
+	/* With loop: the loop watches each of the pool's descriptors itself (its sockets, and one
+	 * eventfd for calls from other threads) instead of the one epoll descriptor mqp_pool_fd()
+	 * - no epoll inside the loop's, one system call less per turn. The pool calls it, on the
+	 * loop's thread, to watch fd for events (MQP_IO_READ, MQP_IO_WRITE), again when they
+	 * change, and with events 0 before it closes fd; the loop calls mqp_pool_io(pool, tag,
+	 * ready) when fd is ready. data is loop->data. NULL: mqp_pool_fd() as before. Both
+	 * adapters set it. */
+	void (*loop_watch)(void *data, int fd, unsigned events, void *tag);
 };
 
 /** Every default, as a struct initialiser: struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT; */
@@ -188,15 +202,17 @@ MQP_API void mqp_reply_free(struct mqp_reply *reply);
 
 /**
  * Send a command and wait for its reply (MQTT v5 request/response). The command carries the
- * Response Topic PREFIX/<client id>/<seq>, 16 bytes of Correlation Data unique to this request,
- * and a Message Expiry of ceil(timeout) seconds, so a device does not act on it after the caller
- * gave up. No SUBSCRIBE round trip: each connection subscribed to its inbox once.
+ * Response Topic PREFIX/<client id> (the connection's inbox, the same for all its requests), 16
+ * bytes of Correlation Data unique to this request and unguessable, and a Message Expiry of
+ * ceil(timeout) seconds, so a device does not act on it after the caller gave up. No SUBSCRIBE
+ * round trip: each connection subscribed to its inbox once.
  *
  * @param timeout_ms 0: the pool's request_timeout_ms.
  * @param qos 0, 1 or 2 for the command.
  * @return MQP_OK with *reply filled (free with mqp_reply_free), MQP_ETIMEDOUT (sent, no reply in
  *         time), MQP_EEXHAUSTED (every connection stayed busy: never sent), MQP_ECONNECT
- *         (no connection could be made; mqp_pool_last_error says why), MQP_ECONNLOST,
+ *         (no connection could be made; mqp_pool_last_error says why), MQP_EREFUSED (the broker
+ *         refused the connection: see mqp_pool_last_error), MQP_ECONNLOST,
  *         MQP_EDENIED, MQP_ECLOSED, MQP_EINVAL, MQP_ETOOBIG, MQP_ENOMEM, MQP_EDEADLK.
  */
 MQP_API mqp_err mqp_pool_request(mqp_pool *pool, const char *topic, const void *payload, size_t len,
@@ -302,23 +318,33 @@ MQP_API mqp_err mqp_pool_receive(mqp_pool *pool, const char *filter, int qos, in
 
 /**
  * Decides whether a message on the reply topic is the reply (for devices that put a request id in
- * the payload). Runs on the calling thread; return nonzero to accept.
+ * the payload): return nonzero to accept. Runs on the pool's I/O thread (the loop's thread for a
+ * pool on an event loop) with no pool lock held, only while the request waits (its caller is
+ * still inside the call); it must not block or call the pool. candidate is valid during the call.
  */
 typedef int (*mqp_match_cb)(void *userdata, const struct mqp_message *candidate);
 
 /**
  * A request to a device that answers on a fixed reply topic instead of a v5 Response Topic (the
- * JavaScript mqtt-pool's model), made safe: reply_topic must be an exact topic (no wildcards)
- * that does not match the command topic; retained messages are never replies; at most one such
- * request per reply topic is outstanding in the process (others wait their turn within their
- * timeout); the reply is read on an exclusive lease subscribed before the command is published;
- * on timeout the connection is discarded. Without a match callback, a command sent and not
- * answered also keeps its reply topic claimed for its timeout again, so a late reply within that
- * window reaches nobody instead of the next caller on the topic; a device that can answer later
- * than that needs a match callback (with one, the topic is free at once). Another process using
- * the same reply topic can still see these replies: MQTT cannot prevent that.
- * @return MQP_OK (free *reply), MQP_ETIMEDOUT, MQP_EINVAL (wildcards, or the reply topic matches
- *         the command topic), and the errors of mqp_pool_acquire and the lease calls.
+ * JavaScript mqtt-pool's model, and the only request/reply MQTT 3.1.1 has), made safe and warm:
+ *   - reply_topic must be an exact topic (no wildcards) that does not match the command topic;
+ *     retained messages are never replies;
+ *   - at most one such request per reply topic is outstanding in the process (others wait their
+ *     turn within their timeout), and the reply is the first message on it that match accepts
+ *     (without match: the first message);
+ *   - the connection that carries it stays subscribed to the reply topic (up to 256 topics a
+ *     connection), so the next request on it costs no SUBSCRIBE round trip; the first one's
+ *     command goes out only after its SUBACK;
+ *   - a command sent and not answered keeps its reply topic quarantined for its timeout again
+ *     (unless a match callback tells replies apart): a late reply within that window reaches
+ *     nobody instead of the next caller. A device that can answer later than that needs a match
+ *     callback.
+ * What MQTT cannot prevent: another client subscribed to the same reply topic (another process,
+ * another pool's broker user) sees these replies.
+ * @return MQP_OK (free *reply), MQP_ETIMEDOUT (sent and not answered, or its reply topic stayed
+ *         busy until the deadline), MQP_EINVAL (wildcards, the reply topic matches the command
+ *         topic), MQP_EDENIED (the broker refused the reply topic's SUBSCRIBE or the command),
+ *         and the errors of mqp_pool_request.
  */
 MQP_API mqp_err mqp_pool_request_legacy(mqp_pool *pool, const char *topic, const void *payload,
     size_t len, int qos, const char *reply_topic, mqp_match_cb match, void *match_userdata,
@@ -360,6 +386,15 @@ typedef void (*mqp_acquire_cb)(void *userdata, int result, mqp_lease lease);
  */
 MQP_API mqp_err mqp_pool_request_async(mqp_pool *pool, const char *topic, const void *payload,
     size_t len, int qos, unsigned timeout_ms, mqp_request_cb cb, void *userdata,
+    mqp_ticket *ticket);
+
+/**
+ * mqp_pool_request_legacy without waiting; the same contract as mqp_pool_request_async (match,
+ * when given, runs on the pool's thread before cb).
+ */
+MQP_API mqp_err mqp_pool_request_legacy_async(mqp_pool *pool, const char *topic,
+    const void *payload, size_t len, int qos, const char *reply_topic, mqp_match_cb match,
+    void *match_userdata, unsigned timeout_ms, mqp_request_cb cb, void *userdata,
     mqp_ticket *ticket);
 
 /** mqp_pool_publish without waiting; the same contract as mqp_pool_request_async. */
@@ -412,8 +447,21 @@ MQP_API mqp_err mqp_pool_drain(mqp_pool *pool, unsigned timeout_ms);
  * loop's thread; from another it waits (at most 10 s) for the loop to close the pool.
  */
 
-/** The descriptor the loop watches for reading; -1 for a pool with its own thread. */
+/** The descriptor the loop watches for reading; -1 for a pool with its own thread, or one whose
+ *  loop watches its descriptors itself (options.loop_watch). */
 MQP_API int mqp_pool_fd(mqp_pool *pool);
+
+/** What a descriptor is watched for (options.loop_watch) and ready for (mqp_pool_io). */
+#define MQP_IO_READ  1u
+#define MQP_IO_WRITE 2u
+
+/**
+ * A descriptor the pool asked to watch (options.loop_watch) is ready: ready is MQP_IO_READ and/or
+ * MQP_IO_WRITE (an error or hang-up counts as MQP_IO_READ), tag the one the pool gave. Reads,
+ * handles every complete packet, runs the callbacks that completed, and sends what they queued.
+ * Never blocks. On the loop's thread only; mqp_pool_process() still runs the deadlines.
+ */
+MQP_API void mqp_pool_io(mqp_pool *pool, void *tag, unsigned ready);
 
 /**
  * Do everything that is ready: I/O, completions and their callbacks, deadlines, housekeeping;
@@ -461,6 +509,8 @@ struct mqp_pool_stats {
 	uint64_t cancels; /* async calls completed with MQP_ECANCELED */
 	uint64_t closes_idle, closes_lifetime, leaks;
 	uint64_t connects_ok, connects_failed, connections_lost;
+	uint64_t protocol_errors; /* connections closed because the broker sent a malformed packet
+	                             (mqp_pool_last_error says which) */
 };
 
 /**

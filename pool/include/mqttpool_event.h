@@ -12,8 +12,10 @@
  *   ...
  *   mqp_pool_destroy(pool);  (on the base's thread)
  *
- * Call mqp_event_pool_new on the base's thread: it is the pool's thread from then on. The
- * pool's descriptor is one persistent read event, its deadlines one timer event.
+ * Call mqp_event_pool_new on the base's thread: it is the pool's thread from then on. Each of the
+ * pool's descriptors (its sockets, and the eventfd other threads' calls arrive on) is a
+ * persistent event of the base's own (options.loop_watch: no epoll inside libevent's), its
+ * deadlines one timer event.
  */
 #ifndef MQTTPOOL_EVENT_H
 #define MQTTPOOL_EVENT_H
@@ -23,10 +25,24 @@
 
 #include "mqttpool.h"
 
+struct mqp_event;
+
+/* One watched descriptor. */
+struct mqp_event_watch {
+	struct event *ev;
+	struct mqp_event *a;
+	void *tag;
+	int fd;
+	unsigned events;
+	struct mqp_event_watch *next;
+};
+
 struct mqp_event {
-	struct event *read, *timer;
+	struct event_base *base;
+	struct event *timer;
 	struct mqp_loop hooks;
 	mqp_pool *pool;
+	struct mqp_event_watch *watches;
 };
 
 static void mqp_event__run(evutil_socket_t fd, short what, void *arg)
@@ -34,6 +50,14 @@ static void mqp_event__run(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	mqp_pool_process(((struct mqp_event *)arg)->pool); /* may destroy the pool and free arg */
+}
+
+static void mqp_event__io(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	struct mqp_event_watch *w = (struct mqp_event_watch *)arg;
+	unsigned ready = (what & EV_READ ? MQP_IO_READ : 0u) | (what & EV_WRITE ? MQP_IO_WRITE : 0u);
+	mqp_pool_io(w->a->pool, w->tag, ready); /* may destroy the pool: w is not used after */
 }
 
 static void mqp_event__schedule(void *data, long timeout_ms)
@@ -47,18 +71,64 @@ static void mqp_event__schedule(void *data, long timeout_ms)
 	evtimer_add(a->timer, &tv);
 }
 
+static void mqp_event__unwatch(struct mqp_event_watch **pp)
+{
+	struct mqp_event_watch *w = *pp;
+	*pp = w->next;
+	if (w->ev)
+		event_free(w->ev); /* deleted first: before the pool closes the descriptor */
+	free(w);
+}
+
+static void mqp_event__watch(void *data, int fd, unsigned events, void *tag)
+{
+	struct mqp_event *a = (struct mqp_event *)data;
+	struct mqp_event_watch **pp = &a->watches;
+	while (*pp && (*pp)->fd != fd)
+		pp = &(*pp)->next;
+	if (events == 0) {
+		if (*pp)
+			mqp_event__unwatch(pp);
+		return;
+	}
+	struct mqp_event_watch *w = *pp;
+	if (w && w->events == events && w->tag == tag)
+		return;
+	if (w) { /* other events: libevent takes them from a new event */
+		if (w->ev)
+			event_free(w->ev);
+	} else if ((w = (struct mqp_event_watch *)calloc(1, sizeof *w)) != NULL) {
+		w->a = a;
+		w->fd = fd;
+		w->next = a->watches;
+		a->watches = w;
+	} else {
+		return; /* out of memory: the descriptor's calls still end at their deadlines */
+	}
+	w->tag = tag;
+	w->events = events;
+	short what = (short)(EV_PERSIST | (events & MQP_IO_READ ? EV_READ : 0)
+	    | (events & MQP_IO_WRITE ? EV_WRITE : 0));
+	/* Out of memory here leaves the descriptor unwatched: its calls still end at their
+	 * deadlines, which the pool's timer keeps. */
+	w->ev = event_new(a->base, fd, what, mqp_event__io, w);
+	if (w->ev)
+		event_add(w->ev, NULL);
+}
+
 static void mqp_event__cleanup(void *data)
 {
 	struct mqp_event *a = (struct mqp_event *)data;
-	if (a->read)
-		event_free(a->read);
+	while (a->watches) /* the pool unwatched all it had; nothing should be left */
+		mqp_event__unwatch(&a->watches);
 	event_free(a->timer);
 	free(a);
 }
 
 /**
- * mqp_pool_new on base (options may be NULL; options->loop is set by the adapter).
- * @return as mqp_pool_new; MQP_ENOMEM when libevent refuses an event.
+ * mqp_pool_new on base (options may be NULL; options->loop and loop_watch are set by the
+ * adapter).
+ * @return as mqp_pool_new; MQP_ENOMEM when libevent refuses the timer.
  */
 static inline mqp_err mqp_event_pool_new(struct event_base *base, const char *broker_url,
     const struct mqp_pool_options *options, mqp_pool **out, char *err, size_t err_len)
@@ -72,20 +142,19 @@ static inline mqp_err mqp_event_pool_new(struct event_base *base, const char *br
 	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
 	if (options)
 		o = *options;
+	a->base = base;
 	a->hooks.schedule = mqp_event__schedule;
 	a->hooks.cleanup = mqp_event__cleanup;
 	a->hooks.data = a;
 	o.loop = &a->hooks;
+	o.loop_watch = mqp_event__watch;
 	mqp_err rc = mqp_pool_new(broker_url, &o, &a->pool, err, err_len);
 	if (rc != MQP_OK) { /* no cleanup call */
+		while (a->watches)
+			mqp_event__unwatch(&a->watches);
 		event_free(a->timer);
 		free(a);
 		return rc;
-	}
-	a->read = event_new(base, mqp_pool_fd(a->pool), EV_READ | EV_PERSIST, mqp_event__run, a);
-	if (!a->read || event_add(a->read, NULL) != 0) {
-		mqp_pool_destroy(a->pool); /* cleanup frees a */
-		return MQP_ENOMEM;
 	}
 	*out = a->pool;
 	return MQP_OK;

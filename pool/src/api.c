@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "io.h"
+#include "logic.h"
 #include "mqc_clock.h"
 #include "op.h"
 #include "pool.h"
@@ -277,6 +278,63 @@ mqp_err mqp_pool_request_async(mqp_pool *p, const char *topic, const void *paylo
 	struct op *op = mqp__op_new(OP_REQUEST, topic, payload, len, qos, 0, deadline);
 	if (!op)
 		return MQP_ENOMEM;
+	op->request_cb = cb;
+	op->userdata = userdata;
+	return submit_async(p, op, ticket);
+}
+
+/* A legacy request's op: the command, its reply topic and match callback. */
+static int legacy_op(struct mqp_pool *p, const char *topic, const void *payload, size_t len,
+    int qos, const char *reply_topic, mqp_match_cb match, void *match_userdata, unsigned timeout_ms,
+    struct op **out)
+{
+	if (!p || qos < 0 || qos > 2 || (len && !payload) || timeout_ms == MQP_NO_WAIT)
+		return MQP_EINVAL; /* MQP_NO_WAIT: it would be sent and given up at once */
+	int rc = mqp__legacy_check(topic, reply_topic);
+	if (rc != MQP_OK)
+		return rc;
+	if (len > (size_t)256 << 20)
+		return MQP_ETOOBIG;
+	struct op *op = mqp__op_new(OP_LEGACY, topic, payload, len, qos, 0, deadline_in(p, timeout_ms));
+	if (!op)
+		return MQP_ENOMEM;
+	if (!(op->reply_topic = strdup(reply_topic))) {
+		atomic_store(&op->refs, 1);
+		mqp__op_unref(op);
+		return MQP_ENOMEM;
+	}
+	op->match = match;
+	op->match_userdata = match_userdata;
+	*out = op;
+	return MQP_OK;
+}
+
+mqp_err mqp_pool_request_legacy(mqp_pool *p, const char *topic, const void *payload, size_t len,
+    int qos, const char *reply_topic, mqp_match_cb match, void *match_userdata, unsigned timeout_ms,
+    struct mqp_reply *reply)
+{
+	if (!reply)
+		return MQP_EINVAL;
+	*reply = (struct mqp_reply) { 0 };
+	if (p && pthread_equal(pthread_self(), p->thread))
+		return MQP_EDEADLK;
+	struct op *op;
+	int rc = legacy_op(
+	    p, topic, payload, len, qos, reply_topic, match, match_userdata, timeout_ms, &op);
+	return rc == MQP_OK ? submit_and_wait(p, op, reply, NULL) : rc;
+}
+
+mqp_err mqp_pool_request_legacy_async(mqp_pool *p, const char *topic, const void *payload,
+    size_t len, int qos, const char *reply_topic, mqp_match_cb match, void *match_userdata,
+    unsigned timeout_ms, mqp_request_cb cb, void *userdata, mqp_ticket *ticket)
+{
+	if (!cb)
+		return MQP_EINVAL;
+	struct op *op;
+	int rc = legacy_op(
+	    p, topic, payload, len, qos, reply_topic, match, match_userdata, timeout_ms, &op);
+	if (rc != MQP_OK)
+		return rc;
 	op->request_cb = cb;
 	op->userdata = userdata;
 	return submit_async(p, op, ticket);

@@ -1,24 +1,31 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * conn.c - a pooled connection's life (connect, inbox, callbacks, close) and the completion of
- * the operations it carries. I/O thread only: every struct mosquitto lives and dies here.
+ * conn.c - a pooled connection's life (connect, inbox, session, close) on the pool's own codec
+ * and sockets, and the completion of the operations it carries. I/O thread only.
  */
 #define _GNU_SOURCE
 #include "conn.h"
 
 #include <errno.h>
-#include <mosquitto.h>
-#include <mqtt_protocol.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 
+#include "claims.h"
+#include "codec.h"
 #include "logic.h"
-#include "mqc_client.h"
 #include "mqc_clock.h"
+#include "mqc_mqtt.h"
 #include "mqc_random.h"
+
+/* What the pool tells the broker in CONNECT: QoS 1 and 2 messages it may have unacknowledged
+ * with us (the pool acknowledges each at once), and the largest packet we take. */
+enum { RECEIVE_MAX = 256 };
+/* MQTT 3.1.1 has no Receive Maximum: as many QoS 1 and 2 publishes in flight as libmosquitto
+ * allows by default. */
+enum { QUOTA_311 = 20 };
 
 /* --- completing operations ---------------------------------------------------------------- */
 
@@ -41,9 +48,74 @@ void mqp__lease_end(struct mqp_pool *p, unsigned slot)
 		mqp__inbox_wake_drainers(&p->inbox);
 }
 
+/* Take op out of the lists a connection keeps it in besides c->ops. */
+static void unlink_waits(struct pconn *c, struct op *op)
+{
+	for (unsigned i = 0; i < c->nmids; i++)
+		if (c->mids[i].op == op)
+			c->mids[i].op = NULL; /* the acknowledgement may still come: nobody waits for it */
+	struct op **pp;
+	if (op->held) {
+		for (pp = &c->held; *pp; pp = &(*pp)->wait_next)
+			if (*pp == op) {
+				*pp = op->wait_next;
+				break;
+			}
+		c->held_tail = &c->held;
+		while (*c->held_tail)
+			c->held_tail = &(*c->held_tail)->wait_next;
+		op->held = false;
+	}
+	if (op->awaiting_write) {
+		for (pp = &c->written; *pp; pp = &(*pp)->wait_next)
+			if (*pp == op) {
+				*pp = op->wait_next;
+				break;
+			}
+		op->awaiting_write = false;
+	}
+}
+
+/* A legacy request ends: out of the pool's tables, its reply topic given back - quarantined for
+ * its timeout again when it was sent and not answered and no match callback can tell a late
+ * reply from the next request's. */
+static void legacy_end(struct mqp_pool *p, struct op *op, int result)
+{
+	if (op->legacy_waiting) {
+		for (struct op **pp = &p->legacy_wait; *pp; pp = &(*pp)->wait_next)
+			if (*pp == op) {
+				*pp = op->wait_next;
+				break;
+			}
+		p->legacy_wait_tail = &p->legacy_wait;
+		while (*p->legacy_wait_tail)
+			p->legacy_wait_tail = &(*p->legacy_wait_tail)->wait_next;
+		op->legacy_waiting = false;
+	}
+	if (op->in_legacy) {
+		HASH_DELETE(hh_legacy, p->legacy, op);
+		op->in_legacy = false;
+	}
+	if (op->claimed) {
+		bool doubt = op->sent && result != MQP_OK && !op->match;
+		mqp__unclaim(op->reply_topic, mqc_now_ns(), doubt ? op->deadline - op->submitted : 0);
+		op->claimed = false;
+	}
+}
+
+void mqp__legacy_wait(struct mqp_pool *p, struct op *op)
+{
+	op->legacy_waiting = true;
+	op->wait_next = NULL;
+	*p->legacy_wait_tail = op;
+	p->legacy_wait_tail = &op->wait_next;
+}
+
 void mqp__finish(struct mqp_pool *p, struct op *op, int result)
 {
 	mqp__heap_remove(&p->heap, op);
+	if (op->kind == OP_LEGACY)
+		legacy_end(p, op, result);
 	if (op->ticket)
 		HASH_DELETE(hh_ticket, p->tickets, op);
 	if (op->in_pending) {
@@ -57,6 +129,7 @@ void mqp__finish(struct mqp_pool *p, struct op *op, int result)
 				*pp = op->conn_next;
 				break;
 			}
+		unlink_waits(c, op);
 		c->inflight--;
 		atomic_fetch_sub(&p->stats.inflight, 1); /* exact before the caller wakes */
 		op->conn = NULL;
@@ -71,10 +144,11 @@ void mqp__finish(struct mqp_pool *p, struct op *op, int result)
 		atomic_fetch_add(&p->stats.acquire_timeouts, 1);
 	if (result == MQP_ECANCELED)
 		atomic_fetch_add(&p->stats.cancels, 1);
-	if (result == MQP_OK && (op->kind == OP_REQUEST || op->kind == OP_ACQUIRE)) {
+	if (result == MQP_OK
+	    && (op->kind == OP_REQUEST || op->kind == OP_LEGACY || op->kind == OP_ACQUIRE)) {
 		pthread_mutex_lock(&p->report_lock);
 		mqc_hist_record(
-		    op->kind == OP_REQUEST ? &p->h_request : &p->h_acquire, mqc_now_ns() - op->submitted);
+		    op->kind == OP_ACQUIRE ? &p->h_acquire : &p->h_request, mqc_now_ns() - op->submitted);
 		pthread_mutex_unlock(&p->report_lock);
 	}
 	if (p->defer_callbacks && (op->request_cb || op->done_cb || op->acquire_cb)) {
@@ -157,6 +231,40 @@ void mqp__log(struct mqp_pool *p, int level, const char *fmt, ...)
 	p->opt.log_cb(p->opt.userdata, level, text);
 }
 
+/* --- packet identifiers ------------------------------------------------------------------- */
+
+static struct mid_use *mid_find(struct pconn *c, uint16_t mid)
+{
+	for (unsigned i = 0; i < c->nmids; i++)
+		if (c->mids[i].mid == mid)
+			return &c->mids[i];
+	return NULL;
+}
+
+/* A free packet identifier, recorded as kind for op; 0 when out of memory. */
+static uint16_t mid_take(struct pconn *c, enum mid_kind kind, struct op *op)
+{
+	if (c->nmids == c->mids_cap) {
+		unsigned cap = c->mids_cap ? c->mids_cap * 2 : 16;
+		struct mid_use *grown = cap < 65535 ? realloc(c->mids, cap * sizeof *grown) : NULL;
+		if (!grown)
+			return 0;
+		c->mids = grown;
+		c->mids_cap = cap;
+	}
+	uint16_t mid;
+	do { /* fewer than 65535 are ever in use (bounded above), so this ends */
+		mid = ++c->next_mid ? c->next_mid : ++c->next_mid;
+	} while (mid_find(c, mid));
+	c->mids[c->nmids++] = (struct mid_use) { .mid = mid, .kind = (uint8_t)kind, .op = op };
+	return mid;
+}
+
+static void mid_drop(struct pconn *c, struct mid_use *u)
+{
+	*u = c->mids[--c->nmids];
+}
+
 /* --- connections ------------------------------------------------------------------------ */
 
 /* Randomness for spreading retries and retirements (not for secrets): the clock when the
@@ -174,7 +282,7 @@ static void backoff(struct mqp_pool *p)
 	unsigned wait = mqp__backoff_wait_ms(p->backoff_ms, jitter());
 	p->backoff_until = mqc_now_ns() + (uint64_t)wait * MQC_NS_PER_MS;
 	p->connect_failed = true;
-	char why[256];
+	char why[512];
 	pthread_mutex_lock(&p->report_lock);
 	snprintf(why, sizeof why, "%s", p->last_error);
 	pthread_mutex_unlock(&p->report_lock);
@@ -187,23 +295,51 @@ static void conn_fail_ops(struct mqp_pool *p, struct pconn *c, int result)
 		mqp__finish(p, c->ops, result);
 }
 
+static void session_free(struct pconn *c)
+{
+	for (unsigned i = 0; i < c->nlsubs; i++)
+		free(c->lsubs[i].topic);
+	free(c->lsubs);
+	c->lsubs = NULL;
+	c->nlsubs = 0;
+	for (unsigned i = 0; i < MQP_LTOMBS_MAX; i++) {
+		free(c->tombs[i].topic);
+		c->tombs[i] = (struct ltomb) { 0 };
+	}
+	free(c->mids);
+	free(c->in2);
+	c->mids = NULL;
+	c->in2 = NULL;
+	c->nmids = c->mids_cap = c->nin2 = 0;
+}
+
 void mqp__conn_close(struct mqp_pool *p, struct pconn *c)
 {
 	conn_fail_ops(p, c, MQP_ECONNLOST);
-	if (c->fd >= 0 && mosquitto_socket(c->m) == c->fd)
-		epoll_ctl(p->ep, EPOLL_CTL_DEL, c->fd, NULL);
-	mosquitto_destroy(c->m); /* never reused after a failure: a fresh object next time */
+	mqp__wire_close(&c->w); /* the socket leaves the epoll set as it closes */
 	if (c->receiver)
 		mqp__finish(p, c->receiver, MQP_ECONNLOST);
 	mqp__lease_clear(p, c);
 	mqp__corr_free(&c->corr);
-	*c = (struct pconn) { .fd = -1 };
+	session_free(c);
+	bool probe = c->probe;
+	*c = (struct pconn) { .w = { .fd = -1 } };
+	c->probe = probe;
+}
+
+void mqp__conn_disconnect(struct mqp_pool *p, struct pconn *c)
+{
+	if (c->w.state == MQP_WIRE_OPEN && c->stage != STAGE_TRANSPORT
+	    && mqp__enc_disconnect(&c->w.tx, c->protocol, 0) == 0)
+		mqp__wire_flush(&c->w); /* what the kernel takes now; a goodbye is not waited for */
+	mqp__conn_close(p, c);
 }
 
 /* The connection can carry work: inbox subscribed (v5) or CONNACK received (3.1.1). */
 static void conn_ready(struct pconn *c)
 {
 	c->ready = true;
+	c->stage = STAGE_READY;
 	uint64_t now = mqc_now_ns(), lifetime = (uint64_t)c->pool->opt.max_lifetime_ms * MQC_NS_PER_MS;
 	c->ready_at = c->last_used = c->idle_since = now;
 	pthread_mutex_lock(&c->pool->report_lock);
@@ -215,259 +351,924 @@ static void conn_ready(struct pconn *c)
 	atomic_fetch_add(&c->pool->stats.connects_ok, 1);
 	c->pool->backoff_ms = 0;
 	c->pool->connect_failed = false;
+	c->pool->refused = false;
 }
 
-static void on_connect(
-    struct mosquitto *m, void *obj, int rc, int flags, const mosquitto_property *props)
+/* Open c (a slot, or the probe) to the pool's broker: TCP, TLS, then CONNECT once open. */
+static int conn_start(struct mqp_pool *p, struct pconn *c, int protocol)
 {
-	(void)flags;
-	(void)props;
-	struct pconn *c = obj;
-	struct mqp_pool *p = c->pool;
-	if (rc != 0) {
-		mqp__set_error(p, "the broker refused CONNECT: %s", mosquitto_reason_string(rc));
-		c->dead = true;
-		c->failed_connect = true;
+	bool probe = c->probe;
+	*c = (struct pconn) {
+		.pool = p,
+		.w = { .fd = -1 },
+		.probe = probe,
+		.protocol = protocol,
+		.epoch = 1,
+		.quota = protocol == 5 ? 65535 : QUOTA_311,
+		.max_qos = 2,
+		.retain_available = true,
+		.sub_ids_available = protocol == 5,
+		.keepalive_s = p->opt.keepalive_s,
+	};
+	c->qtail = &c->qhead;
+	c->held_tail = &c->held;
+	/* PREFIX-<64 random bits>: nobody can guess it to take the session (and inbox) over by
+	 * connecting with the same id, and no two connections anywhere share one. */
+	char prefix[16];
+	snprintf(prefix, sizeof prefix, "%s-", p->client_prefix);
+	if (mqc_random_id(c->id, sizeof c->id, prefix) != 0) {
+		mqp__set_error(p, "no random bytes for a client id: %s", strerror(errno));
+		return -1;
+	}
+	c->connect_start = mqc_now_ns();
+	c->connect_deadline = c->connect_start + (uint64_t)p->opt.connect_timeout_ms * MQC_NS_PER_MS;
+	if (mqp__wire_start(&c->w, p->url.host, p->url.port, p->ssl_ctx, &p->watcher, c)
+	    != MQP_WIRE_OK) {
+		mqp__set_error(p, "%s", c->w.err);
+		return -1;
+	}
+	c->open = true;
+	return 0;
+}
+
+void mqp__conn_open(struct mqp_pool *p, struct pconn *c)
+{
+	if (conn_start(p, c, p->opt.protocol) != 0) {
+		*c = (struct pconn) { .w = { .fd = -1 } };
+		backoff(p);
 		return;
 	}
-	if (p->opt.protocol != 5) { /* 3.1.1: no inbox (requests need v5); ready for leases */
+	if (mqp__corr_init(&c->corr) != 0) {
+		mqp__set_error(p, "no random bytes for a correlation key: %s", strerror(errno));
+		mqp__wire_close(&c->w);
+		*c = (struct pconn) { .w = { .fd = -1 } };
+		backoff(p);
+		return;
+	}
+	snprintf(c->inbox, sizeof c->inbox, "%s/%s", p->inbox_prefix, c->id);
+}
+
+/* --- is it MQTT 5 the broker refuses? ----------------------------------------------------- */
+
+/* A v5 CONNECT met cause (closed without CONNACK, or refused for its protocol version): one
+ * 3.1.1 CONNECT to the same address says whether the broker speaks only MQTT 3.1.1. Until its
+ * verdict, the message says what was seen and that it is being checked. */
+static void suspect_v311(struct mqp_pool *p, const struct pconn *c, const char *cause)
+{
+	if (p->opt.protocol != 5)
+		return;
+	if (p->probe_state == PROBE_DONE) {
+		/* The verdict stands until a connection succeeds: say it again. */
+		mqp__set_error(p, "%s", p->verdict);
+		p->refused = p->refused_v5;
+		return;
+	}
+	snprintf(p->probe_cause, sizeof p->probe_cause, "%s", cause);
+	mqp__set_error(p,
+	    "the broker at %s %s: checking whether it speaks only MQTT 3.1.1 (one 3.1.1 CONNECT)",
+	    c->w.where, cause);
+	if (p->probe_state == PROBE_RUNNING)
+		return;
+	p->probe.probe = true;
+	if (conn_start(p, &p->probe, 4) != 0) {
+		mqp__conn_close(p, &p->probe);
+		p->probe_state = PROBE_DONE;
+		return;
+	}
+	p->probe_state = PROBE_RUNNING;
+}
+
+/* The probe's answer. answered: a 3.1.1 CONNACK came (with code); otherwise why it did not. */
+static void probe_verdict(struct mqp_pool *p, bool answered, uint8_t code, const char *why)
+{
+	struct pconn *c = &p->probe;
+	char where[sizeof c->w.where];
+	snprintf(where, sizeof where, "%s", c->w.where);
+	if (answered) {
+		char seen[128];
+		if (code == 0)
+			snprintf(seen, sizeof seen, "it accepted an MQTT 3.1.1 CONNECT");
+		else
+			snprintf(seen, sizeof seen, "it answered an MQTT 3.1.1 CONNECT (return code %u: %s)",
+			    code, mqc_mqtt_connack_text(code, true));
+		mqp__set_error(p,
+		    "the broker at %s does not accept MQTT 5 (confirmed: %s; it %s): set "
+		    "options.protocol = 4 (MQTT 3.1.1) and send requests with mqp_pool_request_legacy",
+		    where, seen, p->probe_cause);
+	} else {
+		mqp__set_error(p,
+		    "the broker at %s %s, and an MQTT 3.1.1 CONNECT fared no better (%s): not a protocol "
+		    "version problem (not confirmed that it speaks only 3.1.1); a broker at its "
+		    "connection limit, a proxy or a firewall closes connections like this",
+		    where, p->probe_cause, why);
+	}
+	p->refused = p->refused_v5 = answered; /* confirmed: a refusal, not a network failure */
+	pthread_mutex_lock(&p->report_lock);
+	snprintf(p->verdict, sizeof p->verdict, "%s", p->last_error);
+	pthread_mutex_unlock(&p->report_lock);
+	mqp__log(p, MQP_LOG_ERROR, "mqttpool: %s", p->verdict);
+	p->probe_state = PROBE_DONE;
+	c->dead = true;
+}
+
+/* --- sending ------------------------------------------------------------------------------ */
+
+static void conn_error(struct mqp_pool *p, struct pconn *c, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void conn_error(struct mqp_pool *p, struct pconn *c, const char *fmt, ...)
+{
+	if (c->probe) {
+		c->dead = true;
+		return; /* the probe's messages are its verdict's */
+	}
+	char text[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	mqp__set_error(p, "%s", text);
+	c->dead = true;
+	if (!c->ready)
+		c->failed_connect = true;
+}
+
+/* The broker broke the protocol: counted, said, and the connection closed cleanly. */
+static void protocol_error(struct mqp_pool *p, struct pconn *c, mqp_malformed why)
+{
+	atomic_fetch_add(&p->stats.protocol_errors, 1);
+	if (c->protocol == 5 && c->stage != STAGE_TRANSPORT)
+		mqp__enc_disconnect(&c->w.tx, 5, 0x81); /* Malformed Packet */
+	conn_error(
+	    p, c, "connection to %s closed: the broker sent a malformed packet (%s)", c->w.where, why);
+	if (!c->probe)
+		mqp__log(p, MQP_LOG_ERROR,
+		    "mqttpool: connection to %s: malformed packet from the broker: %s", c->w.where, why);
+}
+
+static void send_connect(struct mqp_pool *p, struct pconn *c)
+{
+	struct mqp_connect m = {
+		.protocol = c->protocol,
+		.client_id = c->id,
+		.username = p->username,
+		.password = p->password,
+		.keepalive_s = (uint16_t)(c->keepalive_s > 65535 ? 65535 : c->keepalive_s),
+		.receive_max = RECEIVE_MAX,
+		.max_packet = MQP_MAX_PACKET,
+	};
+	if (mqp__enc_connect(&c->w.tx, &m) != 0) {
+		conn_error(p, c, "connect to %s: cannot encode CONNECT (out of memory)", c->w.where);
+		return;
+	}
+	c->stage = STAGE_CONNACK;
+}
+
+/* The properties of op's PUBLISH: a request's Response Topic, Correlation Data and expiry. */
+static void request_props(const struct pconn *c, const struct op *op, struct mqp_pub_props *pp)
+{
+	*pp = (struct mqp_pub_props) { 0 };
+	if (op->kind != OP_REQUEST)
+		return;
+	uint64_t now = mqc_now_ns();
+	/* ceil(time left) in seconds, at least 1: the header's promise */
+	uint64_t left = op->deadline > now ? op->deadline - now : 0;
+	uint32_t expiry = (uint32_t)((left + MQC_NS_PER_S - 1) / MQC_NS_PER_S);
+	pp->response_topic = c->inbox;
+	pp->corr = op->corr;
+	pp->corr_len = MQP_CORR_LEN;
+	pp->has_expiry = true;
+	pp->expiry_s = expiry ? expiry : 1;
+}
+
+/* Encode op's PUBLISH now (QoS 1/2: with a packet identifier). */
+static int send_publish(struct pconn *c, struct op *op)
+{
+	uint16_t mid = 0;
+	if (op->qos) {
+		mid = mid_take(c, op->qos == 1 ? MID_PUB1 : MID_PUB2, op);
+		if (!mid)
+			return MQP_ENOMEM;
+	}
+	struct mqp_pub_props pp;
+	request_props(c, op, &pp);
+	if (mqp__enc_publish(&c->w.tx, c->protocol, op->topic, op->qos, op->retain != 0, mid, &pp,
+	        op->payload, op->len)
+	    != 0) {
+		if (mid)
+			mid_drop(c, mid_find(c, mid));
+		return op->len > MQP_MAX_PACKET - MQP_TOPIC_MAX ? MQP_ETOOBIG : MQP_ENOMEM;
+	}
+	op->mid = mid;
+	if (op->kind == OP_LEGACY)
+		op->sent = true; /* from now on the device may answer */
+	if (op->qos) {
+		c->unacked++;
+	} else if (op->kind != OP_REQUEST && op->kind != OP_LEGACY) {
+		/* written is done once the wire has sent it (mqp__conn_flush) */
+		op->awaiting_write = true;
+		op->wait_next = c->written;
+		c->written = op;
+	}
+	return MQP_OK;
+}
+
+/* QoS 1 and 2 publishes that waited for the broker's Receive Maximum, as room appears. */
+static void send_held(struct mqp_pool *p, struct pconn *c)
+{
+	while (c->held && c->unacked < c->quota) {
+		struct op *op = c->held;
+		c->held = op->wait_next;
+		if (!c->held)
+			c->held_tail = &c->held;
+		op->held = false;
+		int rc = send_publish(c, op);
+		if (rc != MQP_OK)
+			mqp__finish(p, op, rc);
+	}
+}
+
+int mqp__conn_publish(struct mqp_pool *p, struct pconn *c, struct op *op)
+{
+	(void)p;
+	if (op->qos > c->max_qos || (op->retain && !c->retain_available))
+		return MQP_EDENIED; /* what its CONNACK said it does not take */
+	size_t size = op->len + strlen(op->topic) + (op->kind == OP_REQUEST ? 600 : 16);
+	if (c->broker_max_packet && size > c->broker_max_packet)
+		return MQP_ETOOBIG;
+	if (!mqp__utf8_valid(op->topic, strlen(op->topic)))
+		return MQP_EINVAL;
+	c->last_used = mqc_now_ns();
+	if (op->qos && c->unacked >= c->quota) {
+		op->held = true;
+		op->wait_next = NULL;
+		*c->held_tail = op;
+		c->held_tail = &op->wait_next;
+		return MQP_OK;
+	}
+	return send_publish(c, op);
+}
+
+static int subscribe(struct pconn *c, enum mid_kind kind, struct op *op, const char *filter,
+    int qos, int options, uint32_t sub_id, uint16_t *mid_out)
+{
+	if (!mqp__utf8_valid(filter, strlen(filter)))
+		return MQP_EINVAL;
+	uint16_t mid = mid_take(c, kind, op);
+	if (!mid)
+		return MQP_ENOMEM;
+	if (mqp__enc_subscribe(
+	        &c->w.tx, c->protocol, mid, filter, qos, options, c->sub_ids_available ? sub_id : 0)
+	    != 0) {
+		mid_drop(c, mid_find(c, mid));
+		return MQP_ENOMEM;
+	}
+	*mid_out = mid;
+	return MQP_OK;
+}
+
+int mqp__conn_subscribe(struct mqp_pool *p, struct pconn *c, struct op *op, const char *filter,
+    int qos, int options, uint32_t sub_id)
+{
+	(void)p;
+	uint16_t mid = 0;
+	int rc = subscribe(c, MID_SUB, op, filter, qos, options, sub_id, &mid);
+	op->mid = mid;
+	return rc;
+}
+
+void mqp__conn_unsubscribe(struct mqp_pool *p, struct pconn *c, const char *filter)
+{
+	(void)p;
+	uint16_t mid = mid_take(c, MID_UNSUB, NULL);
+	if (mid && mqp__enc_unsubscribe(&c->w.tx, c->protocol, mid, filter) != 0)
+		mid_drop(c, mid_find(c, mid));
+}
+
+static void send_ack(struct mqp_pool *p, struct pconn *c, int type, uint16_t mid)
+{
+	if (mqp__enc_ack(&c->w.tx, type, mid) != 0)
+		conn_error(p, c, "connection to %s: out of memory for an acknowledgement", c->w.where);
+}
+
+/* --- legacy reply topics ------------------------------------------------------------------ */
+
+static struct lsub *lsub_find(struct pconn *c, const char *topic, size_t len)
+{
+	for (unsigned i = 0; i < c->nlsubs; i++)
+		if (strlen(c->lsubs[i].topic) == len && memcmp(c->lsubs[i].topic, topic, len) == 0)
+			return &c->lsubs[i];
+	return NULL;
+}
+
+static struct op *legacy_find(struct mqp_pool *p, const char *topic, size_t len)
+{
+	struct op *op = NULL;
+	HASH_FIND(hh_legacy, p->legacy, topic, len, op);
+	return op;
+}
+
+/* Room for one more reply topic: the least recently used one no request waits on is
+ * unsubscribed, and remembered a while so that what is still in flight for it is dropped. */
+static void lsub_make_room(struct mqp_pool *p, struct pconn *c)
+{
+	int lru = -1;
+	for (unsigned i = 0; i < c->nlsubs; i++) {
+		struct op *op = legacy_find(p, c->lsubs[i].topic, strlen(c->lsubs[i].topic));
+		if ((!op || op->conn != c) && c->lsubs[i].mid == 0
+		    && (lru < 0 || c->lsubs[i].last_used < c->lsubs[lru].last_used))
+			lru = (int)i;
+	}
+	if (lru < 0)
+		return;
+	struct lsub *l = &c->lsubs[lru];
+	mqp__conn_unsubscribe(p, c, l->topic);
+	unsigned oldest = 0;
+	for (unsigned i = 1; i < MQP_LTOMBS_MAX; i++)
+		if (c->tombs[i].until < c->tombs[oldest].until)
+			oldest = i;
+	free(c->tombs[oldest].topic);
+	c->tombs[oldest]
+	    = (struct ltomb) { .topic = l->topic, .until = mqc_now_ns() + 60 * MQC_NS_PER_S };
+	*l = c->lsubs[--c->nlsubs];
+}
+
+int mqp__conn_legacy(struct mqp_pool *p, struct pconn *c, struct op *op)
+{
+	size_t len = strlen(op->reply_topic);
+	struct lsub *l = lsub_find(c, op->reply_topic, len);
+	if (l) {
+		l->last_used = mqc_now_ns();
+		return l->mid ? MQP_OK : mqp__conn_publish(p, c, op); /* subscribed, or soon */
+	}
+	if (c->nlsubs == MQP_LSUBS_MAX)
+		lsub_make_room(p, c);
+	if (c->nlsubs == MQP_LSUBS_MAX)
+		return MQP_EEXHAUSTED; /* every reply topic of this connection has a request waiting */
+	if (!c->lsubs && !(c->lsubs = malloc(MQP_LSUBS_MAX * sizeof *c->lsubs)))
+		return MQP_ENOMEM;
+	for (unsigned i = 0; i < MQP_LTOMBS_MAX; i++) /* subscribed again: no longer a tomb */
+		if (c->tombs[i].topic && strcmp(c->tombs[i].topic, op->reply_topic) == 0) {
+			free(c->tombs[i].topic);
+			c->tombs[i] = (struct ltomb) { 0 };
+		}
+	char *topic = strdup(op->reply_topic);
+	uint16_t mid = 0;
+	/* Retained messages are never replies: MQTT 5 need not send them at all. */
+	int rc = topic ? subscribe(c, MID_LSUB, NULL, topic, op->qos,
+	             c->protocol == 5 ? MQP_SUBOPT_RETAIN_NEVER : 0, 0, &mid)
+	               : MQP_ENOMEM;
+	if (rc != MQP_OK) {
+		free(topic);
+		return rc;
+	}
+	/* The command goes out at SUBACK: a reply can then not come before the subscription. */
+	c->lsubs[c->nlsubs++] = (struct lsub) { .topic = topic, .mid = mid, .last_used = mqc_now_ns() };
+	return MQP_OK;
+}
+
+/* A reply topic's SUBACK: the request waiting for it is sent, or refused. */
+static void lsub_granted(struct mqp_pool *p, struct pconn *c, uint16_t mid, bool granted)
+{
+	struct lsub *l = NULL;
+	for (unsigned i = 0; i < c->nlsubs; i++)
+		if (c->lsubs[i].mid == mid)
+			l = &c->lsubs[i];
+	if (!l)
+		return;
+	struct op *op = legacy_find(p, l->topic, strlen(l->topic));
+	if (op && (op->conn != c || op->sent))
+		op = NULL;
+	if (!granted) {
+		free(l->topic);
+		*l = c->lsubs[--c->nlsubs];
+		if (op)
+			mqp__finish(p, op, MQP_EDENIED);
+		return;
+	}
+	l->mid = 0;
+	if (op) {
+		int rc = mqp__conn_publish(p, c, op);
+		if (rc != MQP_OK)
+			mqp__finish(p, op, rc);
+	}
+}
+
+/* A message on one of the connection's legacy reply topics (or one it left a moment ago). */
+static bool legacy_topic(struct pconn *c, const struct mqp_publish *m)
+{
+	if (lsub_find(c, m->topic.p, m->topic.len))
+		return true;
+	uint64_t now = mqc_now_ns();
+	for (unsigned i = 0; i < MQP_LTOMBS_MAX; i++)
+		if (c->tombs[i].topic && c->tombs[i].until > now
+		    && strlen(c->tombs[i].topic) == m->topic.len
+		    && memcmp(c->tombs[i].topic, m->topic.p, m->topic.len) == 0)
+			return true;
+	return false;
+}
+
+static void to_legacy(struct mqp_pool *p, struct pconn *c, const struct mqp_publish *m)
+{
+	struct op *op = legacy_find(p, m->topic.p, m->topic.len);
+	if (!op || op->conn != c || !op->sent || mqc_now_ns() >= op->deadline) {
+		atomic_fetch_add(&p->stats.late_replies, 1); /* nobody waits on this topic now */
+		return;
+	}
+	if (m->retain) {
+		atomic_fetch_add(&p->stats.strays, 1); /* a retained message is never a reply */
+		return;
+	}
+	struct mqp_message cand = {
+		.topic = strndup(m->topic.p, m->topic.len),
+		.payload = malloc(m->len + 1),
+		.len = m->len,
+		.qos = m->qos,
+	};
+	if (!cand.topic || !cand.payload) {
+		mqp_message_free(&cand);
+		mqp__finish(p, op, MQP_ENOMEM);
+		return;
+	}
+	if (m->len)
+		memcpy(cand.payload, m->payload, m->len);
+	((char *)cand.payload)[m->len] = '\0';
+	/* The match callback tells this request's reply from others (the device's request id). It
+	 * runs here, on the pool's thread, before the deadline (so its caller still waits). */
+	if (op->match && !op->match(op->match_userdata, &cand)) {
+		mqp_message_free(&cand);
+		atomic_fetch_add(&p->stats.strays, 1);
+		return;
+	}
+	op->reply
+	    = (struct mqp_reply) { .payload = cand.payload, .len = cand.len, .topic = cand.topic };
+	atomic_fetch_add(&p->stats.replies, 1);
+	mqp__finish(p, op, MQP_OK);
+}
+
+/* --- receiving ---------------------------------------------------------------------------- */
+
+static void on_connack(struct mqp_pool *p, struct pconn *c, const struct mqp_packet *pk)
+{
+	struct mqp_connack a;
+	mqp_malformed why = mqp__dec_connack(pk, c->protocol, &a);
+	if (why) {
+		protocol_error(p, c, why);
+		return;
+	}
+	if (c->stage != STAGE_CONNACK) {
+		protocol_error(p, c, "a second CONNACK");
+		return;
+	}
+	if (c->probe) {
+		probe_verdict(p, true, a.code, NULL);
+		return;
+	}
+	if (c->protocol == 5 && (a.v311_form || a.code == 0x84)) {
+		/* A 3.1.1-shaped answer (its return code 1: "unacceptable protocol version"), or a v5
+		 * broker refusing the version: find out whether 3.1.1 works before saying so. */
+		char cause[160];
+		snprintf(cause, sizeof cause, "answered the MQTT 5 CONNECT with %s (%s %u: %s)",
+		    a.v311_form ? "a 3.1.1 CONNACK" : "a CONNACK",
+		    a.v311_form ? "3.1.1 return code" : "reason code", a.code,
+		    mqc_mqtt_connack_text(a.code, a.v311_form));
+		conn_error(p, c, "the broker at %s %s", c->w.where, cause);
+		suspect_v311(p, c, cause);
+		return;
+	}
+	if (a.code != 0) {
+		bool v311 = c->protocol != 5;
+		p->refused = true;
+		conn_error(p, c, "the broker at %s refused CONNECT: %s (%s %s%X)%s%.*s%s", c->w.where,
+		    mqc_mqtt_connack_text(a.code, v311), v311 ? "MQTT 3.1.1 return code" : "reason code",
+		    v311 ? "" : "0x", a.code, a.reason.len ? ": \"" : "", (int)a.reason.len,
+		    a.reason.p ? a.reason.p : "", a.reason.len ? "\"" : "");
+		return;
+	}
+	if (c->protocol == 5) {
+		c->quota = a.receive_max;
+		c->broker_max_packet = a.max_packet;
+		c->max_qos = a.max_qos;
+		c->retain_available = a.retain_available;
+		c->sub_ids_available = a.sub_ids_available;
+		if (a.has_server_keepalive)
+			c->keepalive_s = a.server_keepalive;
+	}
+	if (p->probe_state == PROBE_DONE)
+		p->probe_state = PROBE_NONE; /* it connects now: a later failure is looked at anew */
+	if (c->protocol != 5) {          /* 3.1.1: no inbox (requests need v5); ready for leases */
 		conn_ready(c);
 		return;
 	}
+	/* Subscribed once, for the connection's life: no local echo, never a retained "reply". */
 	char filter[MQP_TOPIC_MAX];
 	snprintf(filter, sizeof filter, "%s/#", c->inbox);
-	mosquitto_property *sub_props = NULL;
-	/* Subscribed once, for the connection's life: no local echo, never a retained "reply". */
-	if (mosquitto_subscribe_v5(
-	        m, NULL, filter, 1, MQTT_SUB_OPT_NO_LOCAL | MQTT_SUB_OPT_SEND_RETAIN_NEVER, sub_props)
-	    != MOSQ_ERR_SUCCESS) {
-		mqp__set_error(p, "cannot subscribe to the inbox %s", filter);
-		c->dead = true;
-		c->failed_connect = true;
+	if (subscribe(c, MID_SUB, NULL, filter, 1, MQP_SUBOPT_NO_LOCAL | MQP_SUBOPT_RETAIN_NEVER, 0,
+	        &c->inbox_mid)
+	    != MQP_OK) {
+		conn_error(p, c, "cannot subscribe to the inbox %s (out of memory)", filter);
+		return;
 	}
+	c->stage = STAGE_INBOX;
 }
 
-static void on_subscribe(struct mosquitto *m, void *obj, int mid, int count, const int *granted,
-    const mosquitto_property *props)
+static void on_suback(struct mqp_pool *p, struct pconn *c, const struct mqp_packet *pk)
 {
-	(void)m;
-	(void)props;
-	struct pconn *c = obj;
-	if (c->ready) { /* a lease's SUBSCRIBE */
-		for (struct op *op = c->ops; op; op = op->conn_next)
-			if (op->kind == OP_LEASE_SUBSCRIBE && op->mid == mid) {
-				mqp__finish(c->pool, op, count > 0 && granted[0] <= 2 ? MQP_OK : MQP_EDENIED);
-				return;
+	struct mqp_suback s;
+	mqp_malformed why = mqp__dec_suback(pk, c->protocol, &s);
+	if (why) {
+		protocol_error(p, c, why);
+		return;
+	}
+	struct mid_use *u = mid_find(c, s.mid);
+	if (!u
+	    || (pk->type == MQP_SUBACK ? u->kind != MID_SUB && u->kind != MID_LSUB
+	                               : u->kind != MID_UNSUB))
+		return; /* nothing of ours waits for it */
+	struct op *op = u->op;
+	bool legacy = u->kind == MID_LSUB;
+	mid_drop(c, u);
+	if (pk->type == MQP_UNSUBACK)
+		return;
+	bool granted = s.codes[0] < 0x80;
+	if (legacy) {
+		lsub_granted(p, c, s.mid, granted);
+		return;
+	}
+	if (s.mid == c->inbox_mid && c->stage == STAGE_INBOX) {
+		if (!granted) {
+			conn_error(p, c,
+			    "the broker refused the inbox subscription %s/# (%s, reason %u): check the ACL",
+			    c->inbox, mqc_mqtt_reason_text(s.codes[0]), s.codes[0]);
+			return;
+		}
+		conn_ready(c);
+		return;
+	}
+	if (op)
+		mqp__finish(p, op, granted ? MQP_OK : MQP_EDENIED);
+}
+
+static void on_ack(struct mqp_pool *p, struct pconn *c, const struct mqp_packet *pk)
+{
+	struct mqp_ack a;
+	mqp_malformed why = mqp__dec_ack(pk, c->protocol, &a);
+	if (why) {
+		protocol_error(p, c, why);
+		return;
+	}
+	if (pk->type == MQP_PUBREL) { /* the broker's QoS 2 message: released, we are done */
+		for (unsigned i = 0; i < c->nin2; i++)
+			if (c->in2[i] == a.mid) {
+				c->in2[i] = c->in2[--c->nin2];
+				break;
 			}
+		send_ack(p, c, MQP_PUBCOMP, a.mid);
 		return;
 	}
-	if (count < 1 || granted[0] > 2) {
-		mqp__set_error(c->pool,
-		    "the broker refused the inbox subscription %s/# (reason %d): check "
-		    "the ACL",
-		    c->inbox, count ? granted[0] : -1);
-		c->dead = true;
-		c->failed_connect = true;
+	struct mid_use *u = mid_find(c, a.mid);
+	enum mid_kind want = pk->type == MQP_PUBACK ? MID_PUB1
+	    : pk->type == MQP_PUBREC                ? MID_PUB2
+	                                            : MID_REL;
+	if (!u || u->kind != want)
+		return; /* not one we wait for: nothing to do */
+	struct op *op = u->op;
+	bool refused = a.reason >= 0x80;
+	if (pk->type == MQP_PUBREC && !refused) {
+		u->kind = MID_REL; /* the same identifier until PUBCOMP */
+		send_ack(p, c, MQP_PUBREL, a.mid);
 		return;
 	}
-	conn_ready(c);
-}
-
-static void on_publish(
-    struct mosquitto *m, void *obj, int mid, int reason, const mosquitto_property *props)
-{
-	(void)m;
-	(void)props;
-	struct pconn *c = obj;
-	for (struct op *op = c->ops; op; op = op->conn_next) {
-		if (op->mid != mid || op->acked)
-			continue;
+	mid_drop(c, u);
+	c->unacked--;
+	if (op) {
 		op->acked = true;
-		if (reason >= 0x80)
-			mqp__finish(c->pool, op, MQP_EDENIED);
+		if (refused)
+			mqp__finish(p, op, MQP_EDENIED);
 		else if (op->kind == OP_PUBLISH || op->kind == OP_LEASE_PUBLISH)
-			mqp__finish(c->pool, op, MQP_OK);
-		return; /* a request now waits for its reply */
+			mqp__finish(p, op, MQP_OK);
+		/* a request now waits for its reply */
+	}
+	send_held(p, c);
+}
+
+/* A message on one of the lease's subscriptions: queued for it, or to its waiting receive. */
+static void to_lease(struct mqp_pool *p, struct pconn *c, const struct mqp_publish *m)
+{
+	struct lmsg *l = calloc(1, sizeof *l);
+	if (!l)
+		return;
+	l->m.topic = strndup(m->topic.p, m->topic.len);
+	l->m.payload = malloc(m->len + 1);
+	if (!l->m.topic || !l->m.payload) {
+		mqp_message_free(&l->m);
+		free(l);
+		return;
+	}
+	if (m->len > 0)
+		memcpy(l->m.payload, m->payload, m->len);
+	((char *)l->m.payload)[m->len] = '\0';
+	l->m.len = m->len;
+	l->m.qos = m->qos;
+	l->m.retain = m->retain;
+	if (c->receiver) {
+		struct op *r = c->receiver;
+		r->msg = l->m;
+		free(l);
+		mqp__finish(p, r, MQP_OK);
+	} else {
+		*c->qtail = l;
+		c->qtail = &l->next;
 	}
 }
 
-static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_message *msg,
-    const mosquitto_property *props)
+static bool has_sub_id(const struct mqp_publish *m, uint32_t id)
 {
-	(void)m;
-	struct pconn *c = obj;
-	struct mqp_pool *p = c->pool;
-	uint32_t sub_id = 0;
-	bool v311 = p->opt.protocol != 5; /* no identifiers: every message belongs to the lease */
-	if (v311
-	    || mosquitto_property_read_varint(
-	        props, MQTT_PROP_SUBSCRIPTION_IDENTIFIER, &sub_id, false)) {
-		/* A lease's subscription: only the current lease's identifier counts. */
-		if (!c->leased || (!v311 && sub_id != c->epoch)
-		    || (v311 && msg->retain && !c->retained_ok)) {
+	for (unsigned i = 0; i < m->n_sub_ids && i < MQP_PUB_SUB_IDS; i++)
+		if (m->sub_ids[i] == id)
+			return true;
+	return false;
+}
+
+/* A v5 message on this connection's inbox: a reply (PREFIX/<client id> and below). */
+static bool on_inbox(const struct pconn *c, const struct mqp_publish *m)
+{
+	size_t n = strlen(c->inbox);
+	return m->topic.len >= n && memcmp(m->topic.p, c->inbox, n) == 0
+	    && (m->topic.len == n || m->topic.p[n] == '/');
+}
+
+static void deliver(struct mqp_pool *p, struct pconn *c, const struct mqp_publish *m)
+{
+	/* Without Subscription Identifiers (3.1.1, or a v5 broker that has none) nothing tells one
+	 * lease's messages from the next one's: every message that is not a reply is the lease's. */
+	bool v311 = c->protocol != 5 || !c->sub_ids_available;
+	bool lease_id = !v311 && m->n_sub_ids; /* MQTT 5: a lease's subscriptions carry one */
+	if (!lease_id && legacy_topic(c, m)) {
+		to_legacy(p, c, m); /* a reply on a fixed reply topic */
+		return;
+	}
+	if ((v311 && (c->protocol != 5 || !on_inbox(c, m))) || lease_id) {
+		/* A lease's subscription: only the current lease's identifier counts (3.1.1 has none:
+		 * every message belongs to the lease). */
+		if (!c->leased || (!v311 && !has_sub_id(m, c->epoch))
+		    || (v311 && m->retain && !c->retained_ok)) {
 			atomic_fetch_add(&p->stats.stale_dropped, 1);
 			return;
 		}
-		struct lmsg *l = calloc(1, sizeof *l);
-		if (!l)
-			return;
-		l->m.topic = strdup(msg->topic);
-		l->m.payload = malloc((size_t)msg->payloadlen + 1);
-		if (!l->m.topic || !l->m.payload) {
-			mqp_message_free(&l->m);
-			free(l);
-			return;
-		}
-		if (msg->payloadlen > 0)
-			memcpy(l->m.payload, msg->payload, (size_t)msg->payloadlen);
-		((char *)l->m.payload)[msg->payloadlen] = '\0';
-		l->m.len = (size_t)msg->payloadlen;
-		l->m.qos = msg->qos;
-		l->m.retain = msg->retain;
-		if (c->receiver) {
-			struct op *r = c->receiver;
-			r->msg = l->m;
-			free(l);
-			mqp__finish(p, r, MQP_OK);
-		} else {
-			*c->qtail = l;
-			c->qtail = &l->next;
-		}
+		to_lease(p, c, m);
 		return;
 	}
-	void *corr = NULL;
-	uint16_t corr_len = 0;
-	uint64_t seq = 0;
-	mosquitto_property_read_binary(props, MQTT_PROP_CORRELATION_DATA, &corr, &corr_len, false);
 	struct op *op = NULL;
-	if (corr && corr_len == MQP_CORR_LEN && !msg->retain)
-		HASH_FIND(hh, p->pending, corr, MQP_CORR_LEN, op);
+	uint64_t seq = 0;
+	if (m->corr && m->corr_len == MQP_CORR_LEN && !m->retain)
+		HASH_FIND(hh, p->pending, m->corr, MQP_CORR_LEN, op);
 	if (op && op->conn == c) {
-		op->reply.topic = strdup(msg->topic);
-		op->reply.payload = malloc((size_t)msg->payloadlen + 1);
+		op->reply.topic = strndup(m->topic.p, m->topic.len);
+		op->reply.payload = malloc(m->len + 1);
 		if (op->reply.payload && op->reply.topic) {
-			if (msg->payloadlen > 0) /* an empty payload's pointer is NULL */
-				memcpy(op->reply.payload, msg->payload, (size_t)msg->payloadlen);
-			((char *)op->reply.payload)[msg->payloadlen] = '\0';
-			op->reply.len = (size_t)msg->payloadlen;
+			if (m->len > 0)
+				memcpy(op->reply.payload, m->payload, m->len);
+			((char *)op->reply.payload)[m->len] = '\0';
+			op->reply.len = m->len;
 			atomic_fetch_add(&p->stats.replies, 1);
 			mqp__finish(p, op, MQP_OK);
 		} else {
 			mqp__finish(p, op, MQP_ENOMEM);
 		}
 	} else if (mqp__classify_unmatched(
-	               mqp__corr_open(&c->corr, corr, corr_len, &seq), seq, c->next_seq)
+	               mqp__corr_open(&c->corr, m->corr, m->corr_len, &seq), seq, c->next_seq)
 	    == MQP_LATE) {
 		atomic_fetch_add(&p->stats.late_replies, 1); /* ours, but no longer awaited */
 	} else {
 		atomic_fetch_add(&p->stats.strays, 1); /* no request of this connection had it */
 	}
-	free(corr);
 }
 
-static void on_disconnect(struct mosquitto *m, void *obj, int rc, const mosquitto_property *props)
+static void on_publish(struct mqp_pool *p, struct pconn *c, const struct mqp_packet *pk)
 {
-	(void)m;
-	(void)props;
-	struct pconn *c = obj;
-	if (!c->ready && !c->dead) {
-		mqp__set_error(c->pool, "connection to %s:%d closed before it was ready: %s",
-		    c->pool->url.host, c->pool->url.port, mosquitto_strerror(rc));
-		c->failed_connect = true;
-	} else if (c->ready && rc != 0) { /* rc 0: our own DISCONNECT (retirement, idle) */
-		atomic_fetch_add(&c->pool->stats.connections_lost, 1);
+	struct mqp_publish m;
+	mqp_malformed why = mqp__dec_publish(pk, c->protocol, &m);
+	if (why) {
+		protocol_error(p, c, why);
+		return;
 	}
-	c->dead = true;
+	if (c->stage != STAGE_INBOX && c->stage != STAGE_READY) {
+		protocol_error(p, c, "a PUBLISH before CONNACK");
+		return;
+	}
+	if (m.qos == 1) {
+		send_ack(p, c, MQP_PUBACK, m.mid);
+	} else if (m.qos == 2) {
+		for (unsigned i = 0; i < c->nin2; i++)
+			if (c->in2[i] == m.mid) { /* delivered at its first PUBLISH: this is a resend */
+				send_ack(p, c, MQP_PUBREC, m.mid);
+				return;
+			}
+		if (c->nin2 == RECEIVE_MAX) {
+			protocol_error(p, c, "more QoS 2 messages unreleased than our Receive Maximum");
+			return;
+		}
+		if (!c->in2 && !(c->in2 = malloc(RECEIVE_MAX * sizeof *c->in2))) {
+			conn_error(p, c, "connection to %s: out of memory", c->w.where);
+			return;
+		}
+		c->in2[c->nin2++] = m.mid;
+		send_ack(p, c, MQP_PUBREC, m.mid);
+	}
+	deliver(p, c, &m);
 }
 
-void mqp__conn_open(struct mqp_pool *p, struct pconn *c)
+static void on_disconnect(struct mqp_pool *p, struct pconn *c, const struct mqp_packet *pk)
 {
-	*c = (struct pconn) { .pool = p, .fd = -1, .epoch = 1 };
-	c->qtail = &c->qhead;
-	if (mqp__corr_init(&c->corr) != 0) {
-		mqp__set_error(p, "no random bytes for a correlation key: %s", strerror(errno));
-		backoff(p);
+	struct mqp_disconnect d;
+	mqp_malformed why = mqp__dec_disconnect(pk, c->protocol, &d);
+	if (why) {
+		protocol_error(p, c, why);
 		return;
 	}
-	/* PREFIX-<64 random bits> (mqc_client.h): nobody can guess it to take the session (and
-	 * inbox) over by connecting with the same id, and no two connections anywhere share one. */
-	struct mqc_conn_opts co = {
-		.url = p->url,
-		.cafile = p->cafile,
-		.cert = p->certfile,
-		.key = p->keyfile,
-		.username = p->username,
-		.password = p->password,
-		.id_prefix = p->client_prefix,
-		.protocol = p->opt.protocol,
-		.keepalive_s = p->opt.keepalive_s,
-		.ssl_ctx = p->ssl_ctx, /* one SSL_CTX for the pool: the CA is loaded once */
-	};
-	char why[256];
-	c->m = mqc_client_new(&co, c, c->id, why, sizeof why);
-	if (!c->m) {
-		mqp__corr_free(&c->corr);
-		mqp__set_error(p, "%s", why);
-		backoff(p);
-		return;
-	}
-	snprintf(c->inbox, sizeof c->inbox, "%s/%s", p->inbox_prefix, c->id);
-	mosquitto_connect_v5_callback_set(c->m, on_connect);
-	mosquitto_subscribe_v5_callback_set(c->m, on_subscribe);
-	mosquitto_publish_v5_callback_set(c->m, on_publish);
-	mosquitto_message_v5_callback_set(c->m, on_message);
-	mosquitto_disconnect_v5_callback_set(c->m, on_disconnect);
-	c->connect_start = mqc_now_ns();
-	c->connect_deadline = c->connect_start + (uint64_t)p->opt.connect_timeout_ms * MQC_NS_PER_MS;
-	if (mqc_client_connect(c->m, &co, why, sizeof why) != 0) {
-		mqp__set_error(p, "%s", why);
-		mosquitto_destroy(c->m);
-		mqp__corr_free(&c->corr);
-		*c = (struct pconn) { .fd = -1 };
-		backoff(p);
-		return;
-	}
-	c->fd = mosquitto_socket(c->m);
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.ptr = c };
-	if (epoll_ctl(p->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0) { /* unwatched, it would never finish */
-		mqp__set_error(p, "epoll_ctl: %s", strerror(errno));
-		mosquitto_destroy(c->m);
-		mqp__corr_free(&c->corr);
-		*c = (struct pconn) { .fd = -1 };
-		backoff(p);
-		return;
-	}
-	c->out = true;
-	c->open = true;
+	if (c->ready)
+		atomic_fetch_add(&p->stats.connections_lost, 1);
+	conn_error(p, c, "the broker at %s closed the connection: %s (reason %u)%s%.*s%s", c->w.where,
+	    mqc_mqtt_reason_text(d.reason), d.reason, d.text.len ? ": \"" : "", (int)d.text.len,
+	    d.text.p ? d.text.p : "", d.text.len ? "\"" : "");
 }
 
-static void conn_watch(struct mqp_pool *p, struct pconn *c)
+static void handle(struct mqp_pool *p, struct pconn *c, const struct mqp_packet *pk)
 {
-	bool want = mqc_client_want_write(c->m, !c->ready);
-	if (want == c->out || c->fd < 0)
-		return;
-	struct epoll_event ev = { .events = EPOLLIN | (want ? EPOLLOUT : 0u), .data.ptr = c };
-	if (epoll_ctl(p->ep, EPOLL_CTL_MOD, c->fd, &ev) != 0) {
-		mqp__set_error(p, "epoll_ctl: %s", strerror(errno));
-		c->dead = true; /* conn_settle closes it; its calls fail with MQP_ECONNLOST */
+	if (pk->type != MQP_CONNACK && c->stage == STAGE_CONNACK) {
+		protocol_error(p, c, "a packet before CONNACK");
 		return;
 	}
-	c->out = want;
+	switch (pk->type) {
+		case MQP_CONNACK:
+			on_connack(p, c, pk);
+			break;
+		case MQP_PUBLISH:
+			on_publish(p, c, pk);
+			break;
+		case MQP_PUBACK:
+		case MQP_PUBREC:
+		case MQP_PUBREL:
+		case MQP_PUBCOMP:
+			on_ack(p, c, pk);
+			break;
+		case MQP_SUBACK:
+		case MQP_UNSUBACK:
+			on_suback(p, c, pk);
+			break;
+		case MQP_PINGRESP:
+			if (pk->flags || pk->body_len)
+				protocol_error(p, c, "a PINGRESP with flags or a body");
+			c->ping_out = false;
+			break;
+		case MQP_DISCONNECT:
+			on_disconnect(p, c, pk);
+			break;
+		default:
+			protocol_error(p, c, "a packet type a broker does not send");
+	}
+}
+
+/* Every complete packet the receive buffer holds. */
+static void parse(struct mqp_pool *p, struct pconn *c)
+{
+	struct mqp_buf *rx = &c->w.rx;
+	while (!c->dead && mqp__buf_live(rx)) {
+		struct mqp_packet pk;
+		mqp_malformed why = NULL;
+		enum mqp_frame_result fr
+		    = mqp__frame(rx->data + rx->off, mqp__buf_live(rx), MQP_MAX_PACKET, &pk, &why);
+		if (fr == MQP_FRAME_MORE)
+			return;
+		if (fr == MQP_FRAME_BAD) {
+			protocol_error(p, c, why);
+			return;
+		}
+		handle(p, c, &pk);
+		mqp__buf_consume(rx, pk.size);
+	}
+}
+
+/* Said when the broker closes the connection (or it fails) before CONNACK. */
+static void closed_early(struct mqp_pool *p, struct pconn *c, const char *what)
+{
+	if (c->probe) {
+		probe_verdict(p, false, 0, what);
+		return;
+	}
+	if (c->stage == STAGE_CONNACK && c->protocol == 5) {
+		char cause[128];
+		snprintf(cause, sizeof cause,
+		    "closed the connection in answer to an MQTT 5 CONNECT, without a CONNACK");
+		conn_error(p, c, "the broker at %s %s", c->w.where, cause);
+		suspect_v311(p, c, cause);
+		return;
+	}
+	conn_error(p, c, "connection to %s closed before it was ready: %s", c->w.where, what);
+}
+
+void mqp__conn_io(struct mqp_pool *p, struct pconn *c, uint32_t events)
+{
+	bool readable = events & (EPOLLIN | EPOLLERR | EPOLLHUP);
+	enum mqp_wire_result r = mqp__wire_io(
+	    &c->w, readable, events & EPOLLOUT, p->scratch, p->scratch ? MQP_SCRATCH : 0);
+	if (c->stage == STAGE_TRANSPORT && c->w.state == MQP_WIRE_OPEN)
+		send_connect(p, c);
+	if (mqp__buf_live(&c->w.rx)) {
+		c->last_rx = mqc_now_ns();
+		parse(p, c); /* what came before an EOF is read first */
+	}
+	if (!c->dead && r == MQP_WIRE_EOF) {
+		if (c->ready) {
+			atomic_fetch_add(&p->stats.connections_lost, 1);
+			conn_error(p, c, "connection to %s lost: the broker closed it", c->w.where);
+		} else {
+			closed_early(p, c, "the broker closed it");
+		}
+	} else if (!c->dead && r == MQP_WIRE_ERROR) {
+		if (c->ready) {
+			atomic_fetch_add(&p->stats.connections_lost, 1);
+			conn_error(p, c, "connection to %s lost: %s", c->w.where, c->w.err);
+		} else if (c->w.state == MQP_WIRE_OPEN) {
+			closed_early(p, c, c->w.err);
+		} else if (c->probe) {
+			probe_verdict(p, false, 0, c->w.err);
+		} else {
+			conn_error(p, c, "%s", c->w.err);
+		}
+	}
+	c->read_in_turn |= readable;
+	mqp__conn_settle(p, c);
+}
+
+void mqp__conn_flush(struct mqp_pool *p, struct pconn *c)
+{
+	if (!c->open || c->dead)
+		return;
+	/* A broker that keeps mosquitto's set_tcp_nodelay false holds its next small packet until
+	 * the last one is acknowledged (mqc_net.h). The acknowledgement rides on what we send; only
+	 * a turn that read, sends nothing, and still expects replies needs TCP_QUICKACK. */
+	if (c->read_in_turn && c->ops && !mqp__wire_pending(&c->w))
+		mqp__wire_quickack(&c->w);
+	c->read_in_turn = false;
+	if (mqp__wire_pending(&c->w)) {
+		if (mqp__wire_flush(&c->w) != MQP_WIRE_OK) {
+			if (c->ready) {
+				atomic_fetch_add(&p->stats.connections_lost, 1);
+				conn_error(p, c, "connection to %s lost: %s", c->w.where, c->w.err);
+			} else {
+				closed_early(p, c, c->w.err);
+			}
+			mqp__conn_settle(p, c);
+			return;
+		}
+		c->last_tx = mqc_now_ns();
+	}
+	/* QoS 0 publishes are done when written: every byte queued has gone to the kernel. */
+	while (c->written && !mqp__wire_pending(&c->w)) {
+		struct op *op = c->written;
+		c->written = op->wait_next;
+		op->awaiting_write = false;
+		mqp__finish(p, op, MQP_OK);
+	}
+}
+
+void mqp__conn_misc(struct mqp_pool *p, struct pconn *c, uint64_t now)
+{
+	if (!c->open || c->dead || c->stage != STAGE_READY || !c->keepalive_s)
+		return;
+	uint64_t keepalive = (uint64_t)c->keepalive_s * MQC_NS_PER_S;
+	if (c->ping_out && now - c->ping_sent > keepalive && c->last_rx < c->ping_sent) {
+		atomic_fetch_add(&p->stats.connections_lost, 1);
+		conn_error(p, c, "connection to %s lost: no answer to PINGREQ within the %u s keepalive",
+		    c->w.where, c->keepalive_s);
+		mqp__conn_settle(p, c);
+		return;
+	}
+	/* The broker closes a connection silent for 1.5 keepalives: ping at three quarters of one. */
+	if (!c->ping_out
+	    && now - (c->last_tx > c->ready_at ? c->last_tx : c->ready_at) >= keepalive * 3 / 4) {
+		if (mqp__enc_pingreq(&c->w.tx) == 0) {
+			c->ping_out = true;
+			c->ping_sent = now;
+		}
+	}
 }
 
 void mqp__conn_settle(struct mqp_pool *p, struct pconn *c)
 {
-	if (!c->dead && mosquitto_want_write(c->m))
-		mosquitto_loop_write(c->m, 1);
-	if (!c->dead && mosquitto_socket(c->m) != c->fd)
-		c->dead = true; /* libmosquitto closed it */
-	if (c->dead) {
-		if (c->failed_connect || !c->ready)
-			backoff(p);
-		mqp__conn_close(p, c);
+	if (!c->dead)
+		return;
+	if (c->probe) {
+		if (p->probe_state == PROBE_RUNNING) /* it ended without a verdict: say so */
+			probe_verdict(p, false, 0, "it failed");
+		mqp__conn_disconnect(p, c);
 		return;
 	}
-	conn_watch(p, c);
-	if (c->dead) /* it could not be watched */
-		mqp__conn_close(p, c);
+	if (c->failed_connect || !c->ready)
+		backoff(p);
+	/* What is queued (a DISCONNECT with a reason) goes now, then the socket closes. */
+	if (mqp__wire_pending(&c->w))
+		mqp__wire_flush(&c->w);
+	mqp__conn_close(p, c);
 }

@@ -4,7 +4,6 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
-#include <mosquitto.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -20,13 +19,6 @@
 #include "mqc_clock.h"
 #include "op.h"
 #include "pool.h"
-
-static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
-
-static void lib_init(void)
-{
-	mosquitto_lib_init(); /* not thread-safe: once per process */
-}
 
 static char *dup_or_null(const char *s)
 {
@@ -49,6 +41,7 @@ static void pool_free(struct mqp_pool *p)
 	free(p->lease_gen);
 	free(p->lease_held);
 	free(p->lease_info);
+	free(p->scratch);
 	mqc_heap_free(&p->heap);
 	SSL_CTX_free(p->ssl_ctx);
 	if (p->ep >= 0)
@@ -216,23 +209,31 @@ mqp_err mqp_pool_new(const char *broker_url, const struct mqp_pool_options *opti
 		return fail(err, errlen, MQP_ENOMEM, "out of memory");
 	}
 	for (unsigned i = 0; i < p->opt.max_size; i++)
-		p->conns[i].fd = -1;
+		p->conns[i].w.fd = -1;
+	p->probe = (struct pconn) { .w = { .fd = -1 }, .probe = true };
 	p->opt.client_id_prefix = p->client_prefix;
 	p->opt.inbox_prefix = p->inbox_prefix;
 	if (p->url.tls && !(p->ssl_ctx = make_ssl_ctx(p, err, errlen))) {
 		pool_free(p);
 		return MQP_ETLS;
 	}
-	pthread_once(&lib_once, lib_init);
+	if (p->url.tls && !(p->scratch = malloc(MQP_SCRATCH))) {
+		pool_free(p);
+		return fail(err, errlen, MQP_ENOMEM, "out of memory");
+	}
 	p->queue.tail = &p->queue.head;
 	p->acquirers.tail = &p->acquirers.head;
+	p->legacy_wait_tail = &p->legacy_wait;
 	p->ep = epoll_create1(EPOLL_CLOEXEC);
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL }; /* NULL: the inbox */
+	/* NULL: the inbox; edge-triggered, so the I/O thread never reads the eventfd (op.h) */
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.ptr = NULL };
 	if (p->ep < 0 || mqp__inbox_init(&p->inbox) != 0
 	    || epoll_ctl(p->ep, EPOLL_CTL_ADD, p->inbox.evfd, &ev) != 0) {
 		pool_free(p);
 		return fail(err, errlen, MQP_ENOMEM, "epoll or eventfd failed");
 	}
+	p->inbox.edge = !(o->loop && o->loop_watch); /* a loop watching it itself is level-triggered */
+	p->watcher = (struct mqp_watcher) { .ep = p->ep };
 	if (o->loop) {
 		/* On the application's event loop: this thread is the pool's thread. */
 		if (!o->loop->schedule) {
@@ -243,9 +244,17 @@ mqp_err mqp_pool_new(const char *broker_url, const struct mqp_pool_options *opti
 		p->loop = *o->loop;
 		p->opt.loop = NULL; /* copied: the caller's struct is not read again */
 		p->thread = pthread_self();
+		if (o->loop_watch) { /* the loop watches every descriptor itself: no epoll inside */
+			p->watcher = (struct mqp_watcher) { .fn = o->loop_watch, .data = p->loop.data };
+			o->loop_watch(p->loop.data, p->inbox.evfd, MQP_IO_READ, NULL);
+		}
 		mqp__io_start_on_loop(p);
 		*out = p;
 		return MQP_OK;
+	}
+	if (o->loop_watch) {
+		pool_free(p);
+		return fail(err, errlen, MQP_EINVAL, "options->loop_watch needs options->loop");
 	}
 	/* The I/O thread takes no signals: the application's handlers run on its own threads. */
 	sigset_t all, old;
@@ -266,6 +275,8 @@ static void close_on_loop(struct mqp_pool *p)
 {
 	mqp__inbox_stop(&p->inbox, false); /* refuse what other threads still post */
 	mqp__io_close(p);
+	if (p->watcher.fn) /* every socket is closed and unwatched: now the eventfd */
+		p->watcher.fn(p->watcher.data, p->inbox.evfd, 0, NULL);
 	if (p->loop.cleanup)
 		p->loop.cleanup(p->loop.data);
 }
@@ -284,7 +295,15 @@ static void finish_on_loop(struct mqp_pool *p)
 
 int mqp_pool_fd(mqp_pool *p)
 {
-	return p && p->on_loop ? p->ep : -1;
+	return p && p->on_loop && !p->watcher.fn ? p->ep : -1;
+}
+
+void mqp_pool_io(mqp_pool *p, void *tag, unsigned ready)
+{
+	if (!p || !p->on_loop || !pthread_equal(pthread_self(), p->thread))
+		return;
+	if (mqp__io_ready(p, tag, ready))
+		finish_on_loop(p);
 }
 
 void mqp_pool_process(mqp_pool *p)

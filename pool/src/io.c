@@ -1,22 +1,22 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * io.c - the I/O thread's loop: callers' operations in, dispatch to connections in FIFO order,
- * lease operations, cancels, deadlines, housekeeping; every libmosquitto call of the pool is
- * made from here or from conn.c, on this one thread.
+ * lease operations, cancels, deadlines, housekeeping, and at the end of every turn one send per
+ * connection for everything the turn queued. Every socket of the pool is read and written from
+ * here or from conn.c, on this one thread.
  */
 #define _GNU_SOURCE
 #include "io.h"
 
-#include <mosquitto.h>
-#include <mqtt_protocol.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 
+#include "claims.h"
+#include "codec.h"
 #include "conn.h"
 #include "logic.h"
-#include "mqc_client.h"
 #include "mqc_clock.h"
 
 enum { MISC_INTERVAL_MS = 1000 };
@@ -53,28 +53,9 @@ static void open_one(struct mqp_pool *p)
 
 static void start_op(struct mqp_pool *p, struct pconn *c, struct op *op)
 {
-	mosquitto_property *props = NULL;
-	int rc = MOSQ_ERR_SUCCESS;
 	if (op->kind == OP_REQUEST) {
 		/* The Response Topic is the inbox itself: nothing in it tells one request from the next. */
 		if (mqp__corr_seal(&c->corr, c->next_seq++, op->corr) != 0) {
-			mqp__finish(p, op, MQP_ENOMEM);
-			return;
-		}
-		uint64_t now = mqc_now_ns();
-		/* ceil(time left) in seconds, at least 1: the header's promise */
-		uint64_t left = op->deadline > now ? op->deadline - now : 0;
-		uint32_t expiry = (uint32_t)((left + MQC_NS_PER_S - 1) / MQC_NS_PER_S);
-		if (expiry == 0)
-			expiry = 1;
-		rc = mosquitto_property_add_string(&props, MQTT_PROP_RESPONSE_TOPIC, c->inbox);
-		if (rc == MOSQ_ERR_SUCCESS)
-			rc = mosquitto_property_add_binary(
-			    &props, MQTT_PROP_CORRELATION_DATA, op->corr, MQP_CORR_LEN);
-		if (rc == MOSQ_ERR_SUCCESS)
-			rc = mosquitto_property_add_int32(&props, MQTT_PROP_MESSAGE_EXPIRY_INTERVAL, expiry);
-		if (rc != MOSQ_ERR_SUCCESS) {
-			mosquitto_property_free_all(&props);
 			mqp__finish(p, op, MQP_ENOMEM);
 			return;
 		}
@@ -89,17 +70,60 @@ static void start_op(struct mqp_pool *p, struct pconn *c, struct op *op)
 	op->conn_next = c->ops;
 	c->ops = op;
 	c->inflight++;
-	c->last_used = mqc_now_ns();
 	atomic_fetch_add(&p->stats.inflight, 1);
-	rc = mosquitto_publish_v5(
-	    c->m, &op->mid, op->topic, (int)op->len, op->payload, op->qos, op->retain, props);
-	mosquitto_property_free_all(&props);
-	if (rc != MOSQ_ERR_SUCCESS)
-		mqp__finish(p, op,
-		    rc == MOSQ_ERR_NOMEM                                                ? MQP_ENOMEM
-		        : rc == MOSQ_ERR_PAYLOAD_SIZE || rc == MOSQ_ERR_OVERSIZE_PACKET ? MQP_ETOOBIG
-		        : rc == MOSQ_ERR_INVAL || rc == MOSQ_ERR_MALFORMED_UTF8         ? MQP_EINVAL
-		                                                                        : MQP_ECONNLOST);
+	int rc = mqp__conn_publish(p, c, op);
+	if (rc != MQP_OK)
+		mqp__finish(p, op, rc);
+}
+
+/* A legacy request on c: in the pool's table by reply topic (where its reply is looked for), then
+ * sent, or subscribed first. */
+static void start_legacy(struct mqp_pool *p, struct pconn *c, struct op *op)
+{
+	HASH_ADD_KEYPTR(hh_legacy, p->legacy, op->reply_topic, strlen(op->reply_topic), op);
+	op->in_legacy = true;
+	atomic_fetch_add(&p->stats.requests, 1);
+	op->conn = c;
+	op->conn_next = c->ops;
+	c->ops = op;
+	c->inflight++;
+	atomic_fetch_add(&p->stats.inflight, 1);
+	int rc = mqp__conn_legacy(p, c, op);
+	if (rc != MQP_OK)
+		mqp__finish(p, op, rc);
+}
+
+/* A legacy request takes its reply topic (process-wide) and queues for a connection, or waits
+ * for the topic. */
+static void claim_or_wait(struct mqp_pool *p, struct op *op)
+{
+	uint64_t until;
+	switch (mqp__claim(op->reply_topic, mqc_now_ns(), &until)) {
+		case MQP_CLAIM_OK:
+			op->claimed = true;
+			mqp__fifo_push(&p->queue, op);
+			break;
+		case MQP_CLAIM_BUSY:
+			mqp__legacy_wait(p, op);
+			break;
+		default:
+			mqp__finish(p, op, MQP_ENOMEM);
+	}
+}
+
+/* Legacy requests whose reply topic was busy try again, in order (each turn: a topic freed in
+ * this pool is taken at once; one another pool held, or a quarantine, within 10 ms). */
+static void retry_legacy(struct mqp_pool *p)
+{
+	struct op *list = p->legacy_wait;
+	p->legacy_wait = NULL;
+	p->legacy_wait_tail = &p->legacy_wait;
+	while (list) {
+		struct op *op = list;
+		list = op->wait_next;
+		op->legacy_waiting = false;
+		claim_or_wait(p, op);
+	}
 }
 
 /* An op leaves a wait queue: it waited unless the first dispatch pass after its arrival served
@@ -114,14 +138,23 @@ static void left_queue(struct mqp_pool *p, struct op *op, bool served)
 static void dispatch(struct mqp_pool *p)
 {
 	p->dispatches++;
+	if (p->legacy_wait)
+		retry_legacy(p);
 	while (p->queue.head) {
-		int i = mqp__pick_for_request(p->conns, p->opt.max_size, p->opt.max_inflight);
+		struct op *head = p->queue.head;
+		int i = head->kind == OP_LEGACY
+		    ? mqp__pick_for_legacy(
+		        p->conns, p->opt.max_size, p->opt.max_inflight, head->reply_topic)
+		    : mqp__pick_for_request(p->conns, p->opt.max_size, p->opt.max_inflight);
 		if (i < 0)
 			break;
 		struct pconn *c = &p->conns[i];
 		struct op *op = mqp__fifo_pop(&p->queue);
 		left_queue(p, op, true);
-		start_op(p, c, op);
+		if (op->kind == OP_LEGACY)
+			start_legacy(p, c, op);
+		else
+			start_op(p, c, op);
 		mqp__conn_settle(p, c);
 	}
 	/* Leases: strict FIFO among waiters; the most recently released idle connection first. */
@@ -148,12 +181,15 @@ static void dispatch(struct mqp_pool *p)
 	bool waiting = p->queue.head || p->acquirers.head;
 	if (mqp__should_open(open, connecting, waiting, p->opt.min_size, p->opt.max_size))
 		open_one(p);
-	/* Nothing can connect: waiting callers learn why now rather than at their deadline. */
-	if (p->connect_failed && waiting && open == 0 && ready == 0) {
+	/* Nothing can connect: waiting callers learn why now rather than at their deadline (once
+	 * the 3.1.1 check, when one runs, has said whether the protocol version is why).
+	 * A refusal is not transient: calls fail at once even while the next attempt is made. */
+	if (p->connect_failed && waiting && ready == 0 && (open == 0 || p->refused)
+	    && p->probe_state != PROBE_RUNNING) {
 		struct op *op;
 		while ((op = mqp__fifo_pop(&p->queue)) || (op = mqp__fifo_pop(&p->acquirers))) {
 			left_queue(p, op, false);
-			mqp__finish(p, op, MQP_ECONNECT);
+			mqp__finish(p, op, p->refused ? MQP_EREFUSED : MQP_ECONNECT);
 		}
 	}
 }
@@ -172,12 +208,13 @@ static void lease_op(struct mqp_pool *p, struct op *op)
 	bool alive = c->open && c->leased && !c->dead;
 	if (op->kind == OP_RELEASE || op->kind == OP_DISCARD) {
 		if (alive) {
-			/* 3.1.1: nothing can tell this borrower's late messages from the next one's. */
-			bool discard = op->kind == OP_DISCARD || (p->opt.protocol != 5 && c->nfilters > 0);
+			/* 3.1.1 (or a broker without Subscription Identifiers): nothing can tell this
+			 * borrower's late messages from the next one's. */
+			bool discard = op->kind == OP_DISCARD || (!c->sub_ids_available && c->nfilters > 0);
 			if (c->receiver)
 				mqp__finish(p, c->receiver, MQP_ERELEASED);
 			for (size_t i = 0; i < c->nfilters; i++) /* no wait: the identifier retires */
-				mosquitto_unsubscribe(c->m, NULL, c->filters[i]);
+				mqp__conn_unsubscribe(p, c, c->filters[i]);
 			mqp__lease_clear(p, c);
 			c->epoch = mqp__next_epoch(c->epoch);
 			c->leased = false;
@@ -241,28 +278,18 @@ static void lease_op(struct mqp_pool *p, struct op *op)
 		c->filters = grown;
 		c->filters[c->nfilters++] = copy;
 		bool retained = (op->sub_options & MQP_SUB_RETAINED) != 0;
-		mosquitto_property *props = NULL;
-		int options = 0;
-		if (p->opt.protocol == 5) {
-			mosquitto_property_add_varint(&props, MQTT_PROP_SUBSCRIPTION_IDENTIFIER, c->epoch);
-			/* v5: the broker sends retained messages only to the subscription that asked. */
-			if (!retained)
-				options = MQTT_SUB_OPT_SEND_RETAIN_NEVER;
-		} else {
-			c->retained_ok |= retained; /* 3.1.1 cannot say per subscription: the lease */
-		}
-		rc = mosquitto_subscribe_v5(c->m, &op->mid, op->topic, op->qos, options, props);
-		mosquitto_property_free_all(&props);
+		/* v5: the broker sends retained messages only to the subscription that asked; 3.1.1
+		 * cannot say per subscription: the lease. */
+		if (p->opt.protocol != 5)
+			c->retained_ok |= retained;
+		rc = mqp__conn_subscribe(p, c, op, op->topic, op->qos,
+		    p->opt.protocol == 5 && !retained ? MQP_SUBOPT_RETAIN_NEVER : 0, c->epoch);
 	} else {
 		atomic_fetch_add(&p->stats.publishes, 1);
-		rc = mosquitto_publish_v5(
-		    c->m, &op->mid, op->topic, (int)op->len, op->payload, op->qos, op->retain, NULL);
+		rc = mqp__conn_publish(p, c, op);
 	}
-	if (rc != MOSQ_ERR_SUCCESS)
-		mqp__finish(p, op,
-		    rc == MOSQ_ERR_NOMEM       ? MQP_ENOMEM
-		        : rc == MOSQ_ERR_INVAL ? MQP_EINVAL
-		                               : MQP_ECONNLOST);
+	if (rc != MQP_OK)
+		mqp__finish(p, op, rc);
 	mqp__conn_settle(p, c);
 }
 
@@ -296,6 +323,9 @@ static void accept_op(struct mqp_pool *p, struct op *op)
 		case OP_REQUEST:
 		case OP_PUBLISH:
 			mqp__fifo_push(&p->queue, op);
+			break;
+		case OP_LEGACY:
+			claim_or_wait(p, op);
 			break;
 		case OP_ACQUIRE:
 			mqp__fifo_push(&p->acquirers, op);
@@ -348,11 +378,13 @@ static void expire(struct mqp_pool *p, uint64_t now)
 				explain_pending_connect(p, now);
 			/* A request or publish that never left the queue was never sent: say so. */
 			mqp__finish(p, op,
-			    p->connect_failed            ? MQP_ECONNECT
+			    p->refused                   ? MQP_EREFUSED
+			        : p->connect_failed      ? MQP_ECONNECT
 			        : op->kind == OP_ACQUIRE ? MQP_ETIMEDOUT
 			                                 : MQP_EEXHAUSTED);
 		} else {
-			mqp__finish(p, op, MQP_ETIMEDOUT);
+			mqp__finish(p, op, MQP_ETIMEDOUT); /* a legacy request still waiting for its reply
+			                                       topic too */
 		}
 	}
 	for (unsigned i = 0; i < p->opt.max_size; i++) {
@@ -363,6 +395,10 @@ static void expire(struct mqp_pool *p, uint64_t now)
 			c->dead = c->failed_connect = true;
 			mqp__conn_settle(p, c);
 		}
+	}
+	if (p->probe.open && now > p->probe.connect_deadline) {
+		p->probe.dead = true; /* its verdict: not confirmed */
+		mqp__conn_settle(p, &p->probe);
 	}
 }
 
@@ -396,9 +432,7 @@ static void housekeeping(struct mqp_pool *p, uint64_t now)
 			continue;
 		atomic_fetch_add(
 		    why == MQP_EVICT_IDLE ? &p->stats.closes_idle : &p->stats.closes_lifetime, 1);
-		mosquitto_disconnect(c->m);
-		mosquitto_loop_write(c->m, 1);
-		mqp__conn_close(p, c);
+		mqp__conn_disconnect(p, c);
 		open--;
 	}
 	if (!p->opt.leak_threshold_ms || p->opt.leak_threshold_ms == MQP_NEVER)
@@ -427,29 +461,38 @@ static uint64_t next_wake(const struct mqp_pool *p, uint64_t now)
 	for (unsigned i = 0; i < p->opt.max_size; i++)
 		if (p->conns[i].open && !p->conns[i].ready && p->conns[i].connect_deadline < wake)
 			wake = p->conns[i].connect_deadline;
+	if (p->probe.open && p->probe.connect_deadline < wake)
+		wake = p->probe.connect_deadline;
 	if (p->connect_failed && p->backoff_until > now && p->backoff_until < wake)
 		wake = p->backoff_until;
 	if (p->next_housekeeping > now && p->next_housekeeping < wake)
 		wake = p->next_housekeeping;
+	if (p->legacy_wait && now + 10 * MQC_NS_PER_MS < wake) /* a reply topic held elsewhere */
+		wake = now + 10 * MQC_NS_PER_MS;
 	return wake;
 }
 
-/* Wait for I/O at most timeout, handle it, then deadlines, housekeeping and keepalive. */
+/* One ready descriptor: the inbox's eventfd (tag NULL) or a connection's socket. */
+static void ready_one(struct mqp_pool *p, void *tag, uint32_t events)
+{
+	if (tag == NULL) {
+		take_incoming(p);
+		return;
+	}
+	struct pconn *c = tag;
+	if (c->open) /* not closed earlier in this batch */
+		mqp__conn_io(p, c, events);
+}
+
+/* Wait for I/O at most timeout (unless the loop watches the descriptors itself), handle it, then
+ * deadlines, housekeeping and keepalive. */
 static void step(struct mqp_pool *p, const struct timespec *timeout)
 {
-	struct epoll_event events[64];
-	int n = epoll_pwait2(p->ep, events, 64, timeout, NULL);
-	for (int i = 0; i < n; i++) {
-		if (events[i].data.ptr == NULL) {
-			take_incoming(p);
-			continue;
-		}
-		struct pconn *c = events[i].data.ptr;
-		if (!c->open)
-			continue; /* closed earlier in this batch */
-		mqc_client_io(c->m, (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0,
-		    (events[i].events & EPOLLOUT) != 0, !c->ready);
-		mqp__conn_settle(p, c);
+	if (!p->watcher.fn) {
+		struct epoll_event events[64];
+		int n = epoll_pwait2(p->ep, events, 64, timeout, NULL);
+		for (int i = 0; i < n; i++)
+			ready_one(p, events[i].data.ptr, events[i].events);
 	}
 	uint64_t now = mqc_now_ns();
 	expire(p, now);
@@ -459,12 +502,17 @@ static void step(struct mqp_pool *p, const struct timespec *timeout)
 	}
 	if (now >= p->next_misc) {
 		for (unsigned i = 0; i < p->opt.max_size; i++)
-			if (p->conns[i].open) {
-				mqc_client_misc(p->conns[i].m);
-				mqp__conn_settle(p, &p->conns[i]);
-			}
+			mqp__conn_misc(p, &p->conns[i], now);
 		p->next_misc = now + MISC_INTERVAL_MS * MQC_NS_PER_MS;
 	}
+}
+
+/* The end of a turn: every connection sends what the turn queued, in one send. */
+static void flush_all(struct mqp_pool *p)
+{
+	for (unsigned i = 0; i < p->opt.max_size; i++)
+		mqp__conn_flush(p, &p->conns[i]);
+	mqp__conn_flush(p, &p->probe);
 }
 
 void mqp__io_close(struct mqp_pool *p)
@@ -491,11 +539,10 @@ void mqp__io_close(struct mqp_pool *p)
 	}
 	p->later_tail = &p->later;
 	for (unsigned i = 0; i < p->opt.max_size; i++)
-		if (p->conns[i].open) {
-			mosquitto_disconnect(p->conns[i].m);
-			mosquitto_loop_write(p->conns[i].m, 1);
-			mqp__conn_close(p, &p->conns[i]);
-		}
+		if (p->conns[i].open)
+			mqp__conn_disconnect(p, &p->conns[i]);
+	if (p->probe.open)
+		mqp__conn_close(p, &p->probe);
 	publish_gauges(p);
 }
 
@@ -504,6 +551,7 @@ void mqp__io_run(struct mqp_pool *p)
 	p->next_misc = mqc_now_ns() + MISC_INTERVAL_MS * MQC_NS_PER_MS;
 	while (!mqp__inbox_stopping(&p->inbox)) {
 		dispatch(p);
+		flush_all(p);
 		publish_gauges(p);
 		uint64_t now = mqc_now_ns(), wake = next_wake(p, now);
 		struct timespec timeout = mqc_ns_to_ts(wake > now ? wake - now : 0);
@@ -570,11 +618,33 @@ bool mqp__io_process(struct mqp_pool *p)
 	struct timespec none = { 0 };
 	step(p, &none);
 	settle_local(p, true);
+	flush_all(p);
 	publish_gauges(p);
 	p->busy = false;
 	if (p->destroy_requested || mqp__inbox_stopping(&p->inbox))
 		return true; /* the caller closes the pool */
 	reschedule(p, true);
+	return false;
+}
+
+bool mqp__io_ready(struct mqp_pool *p, void *tag, unsigned ready)
+{
+	if (p->busy || atomic_load(&p->closed))
+		return false;
+	struct pconn *c = tag;
+	if (c && c != &p->probe && (c < p->conns || c >= p->conns + p->opt.max_size))
+		return false; /* not a tag this pool gave */
+	p->busy = true;
+	ready_one(p, tag,
+	    (ready & MQP_IO_READ ? (uint32_t)EPOLLIN : 0u)
+	        | (ready & MQP_IO_WRITE ? (uint32_t)EPOLLOUT : 0u));
+	settle_local(p, true); /* the callbacks' calls, and the callbacks that waited */
+	flush_all(p);
+	publish_gauges(p);
+	p->busy = false;
+	if (p->destroy_requested || mqp__inbox_stopping(&p->inbox))
+		return true;
+	reschedule(p, false); /* only if a deadline is now nearer than the timer */
 	return false;
 }
 
@@ -591,6 +661,7 @@ int mqp__io_direct(struct mqp_pool *p, struct op *op, mqp_ticket *ticket)
 	p->busy = true;
 	p->defer_callbacks = true;
 	settle_local(p, false);
+	flush_all(p); /* its packets go now: the caller may not return to the loop for a while */
 	p->defer_callbacks = false;
 	publish_gauges(p);
 	p->busy = false;

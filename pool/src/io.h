@@ -20,6 +20,9 @@ void mqp__io_start_on_loop(struct mqp_pool *p);
 /* mqp_pool_process: everything ready, without waiting; true when the pool must now be closed
  * (a destroy from a callback, or from another thread) */
 bool mqp__io_process(struct mqp_pool *p);
+/* mqp_pool_io: the descriptor of tag (a connection, or NULL: the inbox's eventfd) is ready;
+ * true when the pool must now be closed */
+bool mqp__io_ready(struct mqp_pool *p, void *tag, unsigned ready);
 /* an op from the loop's thread itself: admitted and started now, no hand-off; its callback, if
  * the call completes at once, waits for the next process. MQP_OK or MQP_ECLOSED (op freed). */
 int mqp__io_direct(struct mqp_pool *p, struct op *op, mqp_ticket *ticket);

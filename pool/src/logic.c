@@ -84,6 +84,20 @@ int mqp__pick_for_request(const struct pconn *conns, unsigned n, unsigned max_in
 	return best;
 }
 
+int mqp__pick_for_legacy(
+    const struct pconn *conns, unsigned n, unsigned max_inflight, const char *reply_topic)
+{
+	for (unsigned i = 0; i < n; i++) { /* one that stays subscribed to it: no SUBSCRIBE */
+		const struct pconn *c = &conns[i];
+		if (!usable(c) || c->inflight >= max_inflight)
+			continue;
+		for (unsigned k = 0; k < c->nlsubs; k++)
+			if (strcmp(c->lsubs[k].topic, reply_topic) == 0)
+				return (int)i;
+	}
+	return mqp__pick_for_request(conns, n, max_inflight);
+}
+
 int mqp__pick_for_lease(const struct pconn *conns, const bool *lease_held, unsigned n)
 {
 	int best = -1;

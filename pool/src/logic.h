@@ -23,6 +23,10 @@ struct op *mqp__fifo_pop(struct op_fifo *q); /* NULL when empty */
 bool mqp__fifo_remove(struct op_fifo *q, struct op *op);
 /* The least loaded usable connection with room, or -1. */
 int mqp__pick_for_request(const struct pconn *conns, unsigned n, unsigned max_inflight);
+/* For a legacy request: a usable connection with room that is subscribed to reply_topic already,
+ * else as mqp__pick_for_request. */
+int mqp__pick_for_legacy(
+    const struct pconn *conns, unsigned n, unsigned max_inflight, const char *reply_topic);
 /* The most recently released idle connection, or -1. */
 int mqp__pick_for_lease(const struct pconn *conns, const bool *lease_held, unsigned n);
 bool mqp__should_open(

@@ -77,6 +77,7 @@ void mqp__op_unref(struct op *op)
 	mqp_message_free(&op->msg);
 	free(op->topic);
 	free(op->payload);
+	free(op->reply_topic);
 	free(op);
 }
 
@@ -201,9 +202,11 @@ int mqp__inbox_admit(struct op_inbox *in, struct op *op, mqp_ticket *ticket)
 
 struct op *mqp__inbox_take(struct op_inbox *in)
 {
-	uint64_t v;
-	ssize_t got = read(in->evfd, &v, sizeof v);
-	(void)got; /* EAGAIN: a wake-up already consumed with an earlier batch */
+	if (!in->edge) {
+		uint64_t v;
+		ssize_t got = read(in->evfd, &v, sizeof v);
+		(void)got; /* EAGAIN: a wake-up already consumed with an earlier batch */
+	}
 	pthread_mutex_lock(&in->lock);
 	struct op *list = in->head;
 	in->head = NULL;

@@ -25,9 +25,10 @@
 #include "mqttpool.h"
 
 enum op_kind {
-	/* The first three start new work: a draining inbox refuses them (kind <= OP_ACQUIRE). */
+	/* The first four start new work: a draining inbox refuses them (kind <= OP_ACQUIRE). */
 	OP_REQUEST,
 	OP_PUBLISH,
+	OP_LEGACY, /* a request answered on a fixed reply topic */
 	OP_ACQUIRE,
 	OP_LEASE_SUBSCRIBE,
 	OP_LEASE_PUBLISH,
@@ -68,6 +69,9 @@ struct op {
 	void *payload;
 	size_t len;
 	int qos, retain;
+	char *reply_topic; /* OP_LEGACY: where the reply comes (owned) */
+	mqp_match_cb match;
+	void *match_userdata;
 	uint64_t deadline; /* CLOCK_MONOTONIC ns */
 	uint64_t submitted;
 	/* I/O thread only (queue_next also links the inbox, under its lock) */
@@ -76,12 +80,17 @@ struct op {
 	size_t heap_index; /* in the pool's deadline heap; MQC_HEAP_NONE when not */
 	struct pconn *conn;
 	struct op *conn_next;
+	struct op *wait_next; /* a connection's held (quota) or written (QoS 0) list, or the
+	                         pool's legacy_wait list */
+	bool held, awaiting_write;
+	bool claimed, legacy_waiting, in_legacy, sent; /* OP_LEGACY */
 	int mid;
 	unsigned char corr[MQP_CORR_LEN];
 	struct pconn *receiving_on; /* OP_LEASE_RECEIVE parked on this connection */
 	uint64_t first_dispatch;    /* the dispatch pass that first saw it queued */
 	UT_hash_handle hh;          /* the pool's pending requests, by correlation */
 	UT_hash_handle hh_ticket;   /* the pool's async calls, by ticket */
+	UT_hash_handle hh_legacy;   /* the pool's legacy requests on a connection, by reply topic */
 };
 
 /* A FIFO of waiting ops, linked through queue_next (logic.c). */
@@ -114,6 +123,9 @@ struct op_inbox {
 	atomic_bool drain_waiting;
 	atomic_uint outstanding; /* posted and not yet completed (callback returned) */
 	int evfd;                /* readable when the list has ops or the inbox stops */
+	bool edge; /* evfd is watched edge-triggered (the pool's own epoll): every write is a new
+	              event, so it is never read - one system call less per batch (its counter,
+	              64 bits, cannot fill) */
 };
 
 int mqp__inbox_init(struct op_inbox *in); /* -1 (errno) when no eventfd can be had */

@@ -6,14 +6,19 @@
  *   op.c     an operation's life and the hand-off between callers and the I/O thread (op.h)
  *   logic.c  the pool's decisions as pure functions (logic.h)
  *   corr.c   correlation data nobody can forge (corr.h)
- *   conn.c   a connection's life, and completing the operations it carries (conn.h)
+ *   claims.c the process's legacy reply topics: one outstanding request each (claims.h)
+ *   codec.c  MQTT 5 and 3.1.1 packets as bytes, sans I/O (codec.h)
+ *   wire.c   one connection's socket, TLS and buffers (wire.h)
+ *   conn.c   a connection's life and its MQTT session, and completing the operations it
+ *            carries (conn.h)
  *   io.c     the I/O loop: dispatch, leases, deadlines, housekeeping, on the pool's own thread
  *            or inside an application's event loop (io.h)
  *   stats.c  the public accessors
  *   api.c    the public calls (on an event loop's thread they go straight to io.c);
  *            create.c new, destroy, and running on an event loop
- *   legacy.c requests on a fixed reply topic, built on leases
- * Each depends only on those above it in that list (stats.c on op.c and these types).
+ * Each depends only on those above it in that list (stats.c on op.c and these types); the
+ * layers (tests/layers_test.sh checks them): op, logic, corr, claims, codec; wire; conn; io,
+ * stats; api, create.
  */
 #ifndef MQP_POOL_H
 #define MQP_POOL_H
@@ -28,10 +33,11 @@
 #include "mqc_url.h"
 #include "mqttpool.h"
 #include "op.h"
+#include "wire.h"
 
 #define MQP_TOPIC_MAX 512
+#define MQP_SCRATCH   65536 /* TLS: ciphertext read at once */
 
-struct mosquitto;
 typedef struct ssl_ctx_st SSL_CTX;
 
 /* A message queued for a lease. */
@@ -40,13 +46,74 @@ struct lmsg {
 	struct lmsg *next;
 };
 
+/* A packet identifier in use on a connection, and what it is for. */
+enum mid_kind {
+	MID_LSUB,  /* SUBSCRIBE to a legacy reply topic (it stays): waits for SUBACK */
+	MID_PUB1,  /* QoS 1 PUBLISH: waits for PUBACK */
+	MID_PUB2,  /* QoS 2 PUBLISH: waits for PUBREC */
+	MID_REL,   /* PUBREL sent: waits for PUBCOMP */
+	MID_SUB,   /* SUBSCRIBE: waits for SUBACK */
+	MID_UNSUB, /* UNSUBSCRIBE: waits for UNSUBACK */
+};
+struct mid_use {
+	uint16_t mid;
+	uint8_t kind;  /* enum mid_kind */
+	struct op *op; /* the call it completes, or NULL (the inbox, an op that ended first) */
+};
+
+/* A legacy reply topic a connection stays subscribed to, so the next request on it costs no
+ * SUBSCRIBE: the pool's requests on a fixed reply topic reuse warm connections, on 3.1.1 too. */
+struct lsub {
+	char *topic;
+	uint16_t mid; /* its SUBSCRIBE waits for SUBACK; 0: granted */
+	uint64_t last_used;
+};
+/* A reply topic unsubscribed to make room: what still arrives for it is dropped, not given to
+ * a lease (UNSUBACK is not a barrier). */
+struct ltomb {
+	char *topic;
+	uint64_t until;
+};
+#define MQP_LSUBS_MAX  256 /* reply topics one connection stays subscribed to */
+#define MQP_LTOMBS_MAX 16
+
+/* How far a connection got. */
+enum pconn_stage {
+	STAGE_TRANSPORT, /* TCP connect and TLS handshake */
+	STAGE_CONNACK,   /* CONNECT sent */
+	STAGE_INBOX,     /* MQTT 5: the inbox SUBSCRIBE sent */
+	STAGE_READY,
+};
+
 /* One pooled connection (I/O thread only). */
 struct pconn {
 	struct mqp_pool *pool;
-	struct mosquitto *m;
-	int fd;
-	bool open, ready, dead, failed_connect, out;
+	struct mqp_wire w; /* its socket, TLS and buffers */
+	bool open, ready, dead, failed_connect;
+	bool probe;   /* p->probe only: a 3.1.1 CONNECT to learn what the broker speaks */
+	int protocol; /* 5, or 4 (MQTT 3.1.1) */
+	enum pconn_stage stage;
 	uint64_t connect_deadline;
+	/* the MQTT session */
+	struct mid_use *mids; /* packet identifiers in use */
+	unsigned nmids, mids_cap;
+	uint16_t next_mid, inbox_mid;
+	unsigned quota;               /* QoS 1/2 publishes the broker takes unacknowledged */
+	unsigned unacked;             /* of them, sent and not acknowledged */
+	struct op *held, **held_tail; /* QoS 1/2 publishes waiting for quota (op->wait_next) */
+	struct op *written;           /* QoS 0 publishes: done once the wire has sent everything */
+	uint16_t *in2;                /* incoming QoS 2 packet identifiers waiting for PUBREL */
+	unsigned nin2;
+	uint32_t broker_max_packet; /* 0: no limit */
+	uint8_t max_qos;
+	bool retain_available, sub_ids_available;
+	unsigned keepalive_s;
+	struct lsub *lsubs; /* legacy reply topics subscribed, most recent use last */
+	unsigned nlsubs;
+	struct ltomb tombs[MQP_LTOMBS_MAX];
+	uint64_t last_tx, last_rx, ping_sent;
+	bool ping_out;
+	bool read_in_turn; /* something was read since the last flush */
 	char id[64];
 	char inbox[MQP_TOPIC_MAX - 32];
 	struct mqp_corr corr; /* seals and opens this connection's correlation data */
@@ -70,7 +137,7 @@ struct pool_stats {
 	atomic_uint_fast64_t waits, cancels;
 	atomic_uint_fast64_t closes_idle, closes_lifetime, leaks;
 	atomic_uint_fast64_t requests, replies, timeouts, late_replies, strays, publishes;
-	atomic_uint_fast64_t connects_ok, connects_failed, connections_lost;
+	atomic_uint_fast64_t connects_ok, connects_failed, connections_lost, protocol_errors;
 };
 
 struct mqp_pool {
@@ -81,11 +148,12 @@ struct mqp_pool {
 	SSL_CTX *ssl_ctx;
 	pthread_t thread;
 	int ep;
+	struct mqp_watcher watcher; /* the sockets' watcher: ep, or the loop's loop_watch */
 	/* shared */
 	struct op_inbox inbox;       /* callers to the I/O thread; drain and destroy */
 	pthread_mutex_t report_lock; /* the histograms and last_error */
 	struct mqc_hist h_request, h_acquire, h_connect;
-	char last_error[256];
+	char last_error[512];
 	struct pool_stats stats; /* atomics */
 	/* I/O thread only */
 	struct pconn *conns;      /* max_size slots */
@@ -101,13 +169,25 @@ struct mqp_pool {
 		bool reported;
 	} * lease_info;
 	uint64_t next_housekeeping;
-	struct op *pending;   /* requests by correlation */
-	struct op *tickets;   /* async calls by ticket */
-	struct mqc_heap heap; /* every op the I/O thread holds, by deadline */
+	struct op *pending; /* requests by correlation */
+	struct op *legacy;  /* legacy requests on a connection, by reply topic (hh_legacy) */
+	struct op *legacy_wait, **legacy_wait_tail; /* legacy requests whose reply topic is busy */
+	struct op *tickets;                         /* async calls by ticket */
+	struct mqc_heap heap;                       /* every op the I/O thread holds, by deadline */
 	unsigned backoff_ms;
 	uint64_t backoff_until;
 	bool connect_failed;
+	bool refused;       /* the last connect was refused (CONNACK, or a protocol the broker does not
+	                       speak, confirmed): waiting calls fail at once with MQP_EREFUSED */
 	uint64_t next_misc; /* keepalive for every connection */
+	unsigned char *scratch; /* TLS: ciphertext as it is read (one I/O thread, many sockets) */
+	/* Does the broker speak MQTT 3.1.1 only? One CONNECT at 3.1.1 says, when a v5 CONNECT was
+	 * closed without a CONNACK or refused for its protocol version. */
+	struct pconn probe;
+	enum { PROBE_NONE, PROBE_RUNNING, PROBE_DONE } probe_state;
+	char probe_cause[200]; /* what the v5 CONNECT met, for the verdict's message */
+	char verdict[512];     /* the probe's conclusion, said again at every such failure */
+	bool refused_v5;       /* its conclusion: the broker speaks only 3.1.1 (confirmed) */
 	/* On the application's event loop (options.loop); the loop's thread only, but closed */
 	bool on_loop;
 	struct mqp_loop loop;

@@ -81,6 +81,7 @@ void mqp_pool_stats(mqp_pool *p, struct mqp_pool_stats *out, size_t out_size)
 			.connects_ok = atomic_load(&p->stats.connects_ok),
 			.connects_failed = atomic_load(&p->stats.connects_failed),
 			.connections_lost = atomic_load(&p->stats.connections_lost),
+			.protocol_errors = atomic_load(&p->stats.protocol_errors),
 		};
 	fill(out, out_size, &all, sizeof all);
 }
@@ -122,6 +123,7 @@ const char *mqp_strerror(int err)
 		[MQP_EBUSY] = "another receive is waiting on this lease",
 		[MQP_ECANCELED] = "cancelled",
 		[MQP_EEXHAUSTED] = "no connection free before the deadline (not sent)",
+		[MQP_EREFUSED] = "the broker refused the connection",
 	};
 	if (err < 0 || (size_t)err >= sizeof names / sizeof names[0] || !names[err])
 		return "unknown error";

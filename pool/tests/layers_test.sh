@@ -10,12 +10,14 @@ obj=$2
 layers='0 op
 0 logic
 0 corr
-1 conn
-2 io
-2 stats
-3 api
-3 create
-4 legacy'
+0 claims
+0 codec
+1 wire
+2 conn
+3 io
+3 stats
+4 api
+4 create'
 layer_of() { echo "$layers" | awk -v f="$1" '$2 == f {print $1}'; }
 status=0
 for c in "$src"/*.c; do

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * The pool against the test broker - failures: an unreachable or silent broker, a broker restart
- * under load, few free file descriptors.
+ * under load, few free file descriptors; and against tb-fake-broker what no broker here does on
+ * demand: speaking only MQTT 3.1.1 (answering a v5 CONNECT as aedes or as RabbitMQ does),
+ * closing every connection, sending a malformed packet.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -47,9 +49,10 @@ static void unreachable_broker_fails_fast_with_the_reason(void **state)
 	bad.username = i->username;
 	bad.password = "wrong";
 	assert_int_equal(mqp_pool_new(i->mqtt_url, &bad, &p, err, sizeof err), MQP_OK);
-	assert_int_equal(mqp_pool_request(p, "x/cmd", "x", 1, 0, 10000, &reply), MQP_ECONNECT);
+	assert_int_equal(mqp_pool_request(p, "x/cmd", "x", 1, 0, 10000, &reply), MQP_EREFUSED);
 	mqp_pool_last_error(p, err, sizeof err);
-	assert_non_null(strstr(err, "refused CONNECT"));
+	if (!strstr(err, "refused CONNECT: not authorized (reason code 0x87)"))
+		fail_msg("%s", err); /* mosquitto 2.0 answers a wrong password so */
 	mqp_pool_destroy(p);
 
 	/* A "broker" that takes TCP and never answers CONNECT: exhausted, and the error says why. */
@@ -197,6 +200,136 @@ static void a_request_that_never_gets_a_connection_is_exhausted(void **state)
 	tb_test_responder_stop(&r);
 }
 
+/* --- what the broker speaks (tb-fake-broker) ---------------------------------------------- */
+
+struct fake {
+	struct tb_responder proc;
+	char url[64];
+};
+
+static struct fake fake_start(const char *mode)
+{
+	const char *argv[] = { FAKE_BROKER_PATH, "--mode", mode, NULL };
+	struct fake f = { .proc = tb_test_spawn("ready", argv) };
+	FILE *log = fopen(f.proc.log, "r");
+	assert_non_null(log);
+	char line[128];
+	while (fgets(line, sizeof line, log))
+		if (sscanf(line, "FAKE_BROKER_URL=%63s", f.url) == 1)
+			break;
+	fclose(log);
+	assert_true(f.url[0]);
+	return f;
+}
+
+static void fake_stop(struct fake *f)
+{
+	tb_test_responder_kill(&f->proc);
+}
+
+/* Request, and the error the pool names. */
+static int request_and_say(const char *url, int protocol, char *why, size_t len, uint64_t *took)
+{
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.min_size = 0;
+	o.protocol = protocol;
+	mqp_pool *p = NULL;
+	char err[256];
+	assert_int_equal(mqp_pool_new(url, &o, &p, err, sizeof err), MQP_OK);
+	struct mqp_reply reply;
+	uint64_t t0 = mqc_now_ns();
+	int rc = protocol == 5
+	    ? mqp_pool_request(p, "x/cmd", "x", 1, 0, 5000, &reply)
+	    : mqp_pool_request_legacy(p, "x/cmd", "x", 1, 0, "x/reply", NULL, NULL, 5000, &reply);
+	*took = mqc_now_ns() - t0;
+	mqp_pool_last_error(p, why, len);
+	/* A second call, while the pool backs off: the same answer at once (nothing transient). */
+	t0 = mqc_now_ns();
+	int again = protocol == 5
+	    ? mqp_pool_request(p, "x/cmd", "x", 1, 0, 5000, &reply)
+	    : mqp_pool_request_legacy(p, "x/cmd", "x", 1, 0, "x/reply", NULL, NULL, 5000, &reply);
+	assert_int_equal(again, rc);
+	assert_true(mqc_now_ns() - t0 < 1000 * MQC_NS_PER_MS);
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st, sizeof st);
+	assert_int_equal(st.connects_ok, 0);
+	mqp_pool_destroy(p);
+	return rc;
+}
+
+static void a_broker_that_speaks_only_311_is_named_and_confirmed(void **state)
+{
+	(void)state;
+	/* aedes: a 3.1.1 CONNACK with return code 1 to a v5 CONNECT; RabbitMQ 3.10: closes it. */
+	const char *modes[] = { "v311-only", "close-v5" };
+	for (int i = 0; i < 2; i++) {
+		struct fake f = fake_start(modes[i]);
+		char why[512];
+		uint64_t took;
+		assert_int_equal(request_and_say(f.url, 5, why, sizeof why, &took), MQP_EREFUSED);
+		if (!strstr(why, "does not accept MQTT 5 (confirmed: it accepted an MQTT 3.1.1 CONNECT")
+		    || !strstr(why, "options.protocol = 4"))
+			fail_msg("%s: %s", modes[i], why);
+		assert_true(took < 2000 * MQC_NS_PER_MS); /* the check is one round trip */
+		/* With protocol 4 the same broker takes the connection (the fake holds it). */
+		struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+		o.protocol = 4;
+		o.min_size = 1;
+		mqp_pool *p = NULL;
+		char err[256];
+		assert_int_equal(mqp_pool_new(f.url, &o, &p, err, sizeof err), MQP_OK);
+		struct mqp_pool_stats st;
+		uint64_t until = mqc_now_ns() + 3 * MQC_NS_PER_S;
+		do {
+			nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
+			mqp_pool_stats(p, &st, sizeof st);
+		} while (st.ready < 1 && mqc_now_ns() < until);
+		assert_int_equal(st.ready, 1);
+		mqp_pool_destroy(p);
+		fake_stop(&f);
+	}
+	/* 3.1.1 refused too: not confirmed, and the message does not blame the protocol version. */
+	struct fake f = fake_start("close-all");
+	char why[512];
+	uint64_t took;
+	assert_int_equal(request_and_say(f.url, 5, why, sizeof why, &took), MQP_ECONNECT);
+	if (!strstr(why, "not confirmed") || strstr(why, "options.protocol = 4"))
+		fail_msg("close-all: %s", why);
+	fake_stop(&f);
+}
+
+static void refusals_and_malformed_packets_are_named(void **state)
+{
+	(void)state;
+	struct fake f = fake_start("refuse");
+	char why[512];
+	uint64_t took;
+	assert_int_equal(request_and_say(f.url, 5, why, sizeof why, &took), MQP_EREFUSED);
+	assert_non_null(strstr(why, "refused CONNECT: not authorized (reason code 0x87)"));
+	/* 3.1.1's return codes are 3.1.1's: 5 is "not authorized", never a v5 reason code. */
+	assert_int_equal(request_and_say(f.url, 4, why, sizeof why, &took), MQP_EREFUSED);
+	if (!strstr(why, "refused CONNECT: not authorized (MQTT 3.1.1 return code 5)"))
+		fail_msg("3.1.1 refusal: %s", why);
+	fake_stop(&f);
+	f = fake_start("malformed");
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.min_size = 1;
+	mqp_pool *p = NULL;
+	char err[256];
+	assert_int_equal(mqp_pool_new(f.url, &o, &p, err, sizeof err), MQP_OK);
+	struct mqp_pool_stats st;
+	uint64_t until = mqc_now_ns() + 3 * MQC_NS_PER_S;
+	do {
+		nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
+		mqp_pool_stats(p, &st, sizeof st);
+	} while (st.protocol_errors < 1 && mqc_now_ns() < until);
+	assert_true(st.protocol_errors >= 1);
+	mqp_pool_last_error(p, why, sizeof why);
+	assert_non_null(strstr(why, "malformed packet (PUBLISH with QoS 3)"));
+	mqp_pool_destroy(p);
+	fake_stop(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -204,6 +337,8 @@ int main(void)
 		cmocka_unit_test(many_open_files_do_not_break_it),
 		cmocka_unit_test(broker_restart_mid_load_recovers),
 		cmocka_unit_test(a_request_that_never_gets_a_connection_is_exhausted),
+		cmocka_unit_test(a_broker_that_speaks_only_311_is_named_and_confirmed),
+		cmocka_unit_test(refusals_and_malformed_packets_are_named),
 	};
 	return TB_TEST_RUN(tests, NULL);
 }

@@ -117,11 +117,106 @@ static void legacy_a_late_reply_never_reaches_the_next_caller(void **state)
 	tb_test_responder_stop(&r);
 }
 
+static int payload_is(void *userdata, const struct mqp_message *m)
+{
+	const char *want = userdata;
+	return m->len == strlen(want) && memcmp(m->payload, want, m->len) == 0;
+}
+
+struct warm_worker {
+	mqp_pool *pool;
+	int id, ok;
+};
+
+/* One device per worker: its own reply topic, a request id in the payload, a match callback. */
+static void *warm_work(void *arg)
+{
+	struct warm_worker *w = arg;
+	char topic[64], reply_topic[80];
+	snprintf(topic, sizeof topic, "warm/w%d/cmd", w->id);
+	snprintf(reply_topic, sizeof reply_topic, "%s/reply", topic);
+	for (int k = 0; k < 100; k++) {
+		char id[48];
+		int n = snprintf(id, sizeof id, "req-%d-%d", w->id, k);
+		struct mqp_reply reply;
+		if (mqp_pool_request_legacy(
+		        w->pool, topic, id, (size_t)n, 0, reply_topic, payload_is, id, 5000, &reply)
+		    == MQP_OK) {
+			w->ok += reply.len == (size_t)n && memcmp(reply.payload, id, (size_t)n) == 0;
+			mqp_reply_free(&reply);
+		}
+	}
+	return NULL;
+}
+
+struct async_count {
+	atomic_int done, ok;
+};
+
+static void on_legacy_reply(void *userdata, int result, const struct mqp_reply *reply)
+{
+	struct async_count *a = userdata;
+	if (result == MQP_OK && reply->len > 0)
+		atomic_fetch_add(&a->ok, 1);
+	atomic_fetch_add(&a->done, 1);
+}
+
+/* MQTT 3.1.1 and 5: a legacy request reuses the pool's warm connections, which stay subscribed to
+ * the reply topics they used, instead of opening a connection per request. */
+static void legacy_requests_keep_connections_warm(void **state)
+{
+	(void)state;
+	for (int protocol = 4; protocol <= 5; protocol++) {
+		struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "warm/+/cmd",
+		    "--protocol", protocol == 4 ? "3.1.1" : "5", NULL);
+		struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+		o.protocol = protocol;
+		o.min_size = 2;
+		o.max_size = 4;
+		mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
+		enum { N = 4 };
+		pthread_t t[N];
+		struct warm_worker w[N];
+		for (int i = 0; i < N; i++) {
+			w[i] = (struct warm_worker) { .pool = p, .id = i };
+			pthread_create(&t[i], NULL, warm_work, &w[i]);
+		}
+		for (int i = 0; i < N; i++) {
+			pthread_join(t[i], NULL);
+			assert_int_equal(w[i].ok, 100);
+		}
+		/* Async, all in flight at once on other devices' topics. */
+		struct async_count a = { 0 };
+		char topics[20][2][48];
+		for (int i = 0; i < 20; i++) {
+			snprintf(topics[i][0], sizeof topics[i][0], "warm/a%d/cmd", i);
+			snprintf(topics[i][1], sizeof topics[i][1], "warm/a%d/cmd/reply", i);
+			assert_int_equal(mqp_pool_request_legacy_async(p, topics[i][0], "hi", 2, 1,
+			                     topics[i][1], NULL, NULL, 5000, on_legacy_reply, &a, NULL),
+			    MQP_OK);
+		}
+		uint64_t until = mqc_now_ns() + 6 * MQC_NS_PER_S;
+		while (atomic_load(&a.done) < 20 && mqc_now_ns() < until)
+			nanosleep(&(struct timespec) { .tv_nsec = 5000000 }, NULL);
+		assert_int_equal(atomic_load(&a.ok), 20);
+		struct mqp_pool_stats st;
+		mqp_pool_stats(p, &st, sizeof st);
+		/* 420 requests, and no more connections than max_size: warm, not one per request */
+		if (st.connects_ok > 4 || st.requests != 420 || st.replies != 420)
+			fail_msg("protocol %d: %llu connections for %llu requests, %llu replies", protocol,
+			    (unsigned long long)st.connects_ok, (unsigned long long)st.requests,
+			    (unsigned long long)st.replies);
+		mqp_pool_destroy(p);
+		tb_test_responder_stop(&r);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(legacy_fixed_reply_topic_is_safe),
 		cmocka_unit_test(legacy_a_late_reply_never_reaches_the_next_caller),
+		cmocka_unit_test(legacy_requests_keep_connections_warm),
 	};
 	return TB_TEST_RUN(tests, NULL);
 }

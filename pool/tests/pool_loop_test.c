@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * Integration tests: a pool on the application's event loop, called from the loop's own thread
- * (the fast path, no hand-off), on libuv and on libevent (the adapters in include/). The rest of
- * the suite runs on both loops too, from other threads (MQP_TEST_LOOP; see pool_test_util.c).
+ * (the fast path, no hand-off), on libuv and on libevent (the adapters in include/: the loop
+ * watches each of the pool's descriptors), and on a loop of the test's own that watches the one
+ * descriptor mqp_pool_fd() with poll(2) (the integration without options.loop_watch). The rest
+ * of the suite runs on both adapters too, from other threads (MQP_TEST_LOOP; see
+ * pool_test_util.c).
  */
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,26 +25,68 @@
 #include "pool_test_util.h"
 #include "tb_test.h"
 
+enum { LOOP_UV, LOOP_EVENT, LOOP_POLL, LOOP_KINDS };
+
 /* The test's own thread runs the loop. */
 struct tloop {
-	bool event;
+	int kind;
 	uv_loop_t uv;
 	struct event_base *base;
+	/* LOOP_POLL: mqp_pool_fd() under poll(2) and one deadline, as a hand-written loop would */
+	struct mqp_loop hooks;
+	mqp_pool *pool;
+	uint64_t due; /* 0: no timer */
+	bool cleaned;
 };
 
 static const char *kind_name(const struct tloop *l)
 {
-	return l->event ? "libevent" : "libuv";
+	return l->kind == LOOP_EVENT ? "libevent" : l->kind == LOOP_UV ? "libuv" : "poll(2)";
 }
 
-static void tloop_init(struct tloop *l, bool event)
+static void tloop_schedule(void *data, long timeout_ms)
 {
-	*l = (struct tloop) { .event = event };
-	if (event) {
+	struct tloop *l = data;
+	l->due = timeout_ms < 0 ? 0 : mqc_now_ns() + (uint64_t)timeout_ms * MQC_NS_PER_MS;
+}
+
+static void tloop_cleanup(void *data)
+{
+	struct tloop *l = data;
+	l->pool = NULL; /* going: never run again */
+	l->cleaned = true;
+}
+
+static void tloop_init(struct tloop *l, int kind)
+{
+	*l = (struct tloop) { .kind = kind };
+	if (kind == LOOP_EVENT) {
 		l->base = event_base_new();
 		assert_non_null(l->base);
-	} else {
+	} else if (kind == LOOP_UV) {
 		assert_int_equal(uv_loop_init(&l->uv), 0);
+	} else {
+		l->hooks
+		    = (struct mqp_loop) { .schedule = tloop_schedule, .cleanup = tloop_cleanup, .data = l };
+	}
+}
+
+/* One turn of the poll(2) loop: wait for the descriptor or the deadline (at most 100 ms). */
+static void tloop_poll_once(struct tloop *l)
+{
+	if (!l->pool)
+		return;
+	uint64_t now = mqc_now_ns();
+	int ms = 100;
+	if (l->due)
+		ms = l->due <= now ? 0 : (int)((l->due - now) / MQC_NS_PER_MS + 1);
+	if (ms > 100)
+		ms = 100;
+	struct pollfd pfd = { .fd = mqp_pool_fd(l->pool), .events = POLLIN };
+	int n = poll(&pfd, 1, ms);
+	if (n > 0 || (l->due && mqc_now_ns() >= l->due)) {
+		l->due = 0;
+		mqp_pool_process(l->pool); /* may destroy it: cleanup clears l->pool */
 	}
 }
 
@@ -52,10 +98,20 @@ static mqp_pool *tloop_pool(struct tloop *l, const char *url, struct mqp_pool_op
 	test_broker_options(url, o);
 	mqp_pool *p = NULL;
 	char err[256] = "";
-	mqp_err rc = l->event ? mqp_event_pool_new(l->base, url, o, &p, err, sizeof err)
-	                      : mqp_uv_pool_new(&l->uv, url, o, &p, err, sizeof err);
+	mqp_err rc;
+	if (l->kind == LOOP_POLL) {
+		o->loop = &l->hooks;
+		rc = mqp_pool_new(url, o, &p, err, sizeof err);
+		o->loop = NULL;
+		l->pool = p;
+	} else {
+		rc = l->kind == LOOP_EVENT ? mqp_event_pool_new(l->base, url, o, &p, err, sizeof err)
+		                           : mqp_uv_pool_new(&l->uv, url, o, &p, err, sizeof err);
+	}
 	if (rc != MQP_OK)
 		fail_msg("%s: %s: %s", kind_name(l), mqp_strerror(rc), err);
+	/* The adapters watch every descriptor themselves; a loop without loop_watch watches one. */
+	assert_int_equal(mqp_pool_fd(p) >= 0, l->kind == LOOP_POLL);
 	return p;
 }
 
@@ -65,10 +121,12 @@ static bool tloop_until(struct tloop *l, const atomic_int *count, int want, int 
 {
 	uint64_t until = mqc_now_ns() + (uint64_t)timeout_ms * MQC_NS_PER_MS;
 	while (atomic_load(count) < want && mqc_now_ns() < until) {
-		if (l->event)
+		if (l->kind == LOOP_EVENT)
 			event_base_loop(l->base, EVLOOP_ONCE);
-		else
+		else if (l->kind == LOOP_UV)
 			uv_run(&l->uv, UV_RUN_ONCE);
+		else
+			tloop_poll_once(l);
 	}
 	return atomic_load(count) >= want;
 }
@@ -76,7 +134,9 @@ static bool tloop_until(struct tloop *l, const atomic_int *count, int want, int 
 /* After the pool is destroyed: the adapter's handles close; nothing must be left on the loop. */
 static void tloop_close(struct tloop *l)
 {
-	if (l->event) {
+	if (l->kind == LOOP_POLL) {
+		assert_true(l->cleaned); /* the pool let go of the loop */
+	} else if (l->kind == LOOP_EVENT) {
 		assert_int_equal(event_base_loop(l->base, EVLOOP_NONBLOCK), 1); /* no events left */
 		event_base_free(l->base);
 	} else {
@@ -136,9 +196,9 @@ static void async_requests_on_the_loop_never_cross(void **state)
 	struct tb_responder r
 	    = tb_test_responder(RESPONDER_PATH, "--filter", "loop/adv/cmd", "--duplicate", "0.3",
 	        "--stray", "0.3", "--late", "0.05", "--late-delay", "300ms", "--seed", "7", NULL);
-	for (int event = 0; event < 2; event++) {
+	for (int kind = 0; kind < LOOP_KINDS; kind++) {
 		struct tloop l;
-		tloop_init(&l, event);
+		tloop_init(&l, kind);
 		struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
 		o.max_size = 3;
 		mqp_pool *p = tloop_pool(&l, tb_test_info()->mqtt_url, &o);
@@ -147,7 +207,7 @@ static void async_requests_on_the_loop_never_cross(void **state)
 		atomic_int done = 0;
 		for (int i = 0; i < N; i++) {
 			calls[i] = (struct call) { .done = &done };
-			snprintf(calls[i].nonce, sizeof calls[i].nonce, "n-%d-%d", event, i);
+			snprintf(calls[i].nonce, sizeof calls[i].nonce, "n-%d-%d", kind, i);
 			assert_int_equal(start_request(p, "loop/adv/cmd", &calls[i], 200, NULL), MQP_OK);
 		}
 		assert_true(tloop_until(&l, &done, N, 10000));
@@ -178,11 +238,10 @@ static void async_requests_on_the_loop_never_cross(void **state)
 static void blocking_calls_on_the_loop_are_refused(void **state)
 {
 	(void)state;
-	for (int event = 0; event < 2; event++) {
+	for (int kind = 0; kind < LOOP_KINDS; kind++) {
 		struct tloop l;
-		tloop_init(&l, event);
+		tloop_init(&l, kind);
 		mqp_pool *p = tloop_pool(&l, tb_test_info()->mqtt_url, NULL);
-		assert_true(mqp_pool_fd(p) >= 0);
 		struct mqp_reply reply;
 		mqp_lease lease;
 		assert_int_equal(mqp_pool_request(p, "loop/x", "x", 1, 0, 1000, &reply), MQP_EDEADLK);
@@ -211,9 +270,9 @@ static void a_failure_known_at_once_waits_for_the_loop(void **state)
 	(void)state;
 	char url[64];
 	snprintf(url, sizeof url, "mqtt://127.0.0.1:%d", tb_test_free_port());
-	for (int event = 0; event < 2; event++) {
+	for (int kind = 0; kind < LOOP_KINDS; kind++) {
 		struct tloop l;
-		tloop_init(&l, event);
+		tloop_init(&l, kind);
 		struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
 		o.min_size = 0;
 		mqp_pool *p = tloop_pool(&l, url, &o);
@@ -254,9 +313,9 @@ static void on_lease(void *userdata, int result, mqp_lease lease)
 static void cancel_and_leases_on_the_loop(void **state)
 {
 	(void)state;
-	for (int event = 0; event < 2; event++) {
+	for (int kind = 0; kind < LOOP_KINDS; kind++) {
 		struct tloop l;
-		tloop_init(&l, event);
+		tloop_init(&l, kind);
 		mqp_pool *p = tloop_pool(&l, tb_test_info()->mqtt_url, NULL);
 		atomic_int done = 0;
 		struct call silent = { .done = &done };
@@ -306,9 +365,9 @@ static void destroy_from_a_callback_on_the_loop(void **state)
 {
 	(void)state;
 	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "loop/echo", NULL);
-	for (int event = 0; event < 2; event++) {
+	for (int kind = 0; kind < LOOP_KINDS; kind++) {
 		struct tloop l;
-		tloop_init(&l, event);
+		tloop_init(&l, kind);
 		mqp_pool *p = tloop_pool(&l, tb_test_info()->mqtt_url, NULL);
 		atomic_int done = 0;
 		struct destroyer first = { .pool = p, .done = &done }, others[5];
@@ -337,13 +396,13 @@ static void tls_on_the_loop(void **state)
 {
 	(void)state;
 	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "loop/tls", NULL);
-	for (int event = 0; event < 2; event++) {
+	for (int kind = 0; kind < LOOP_KINDS; kind++) {
 		struct tloop l;
-		tloop_init(&l, event);
+		tloop_init(&l, kind);
 		mqp_pool *p = tloop_pool(&l, tb_test_info()->mqtts_url, NULL);
 		atomic_int done = 0;
 		struct call c = { .done = &done };
-		snprintf(c.nonce, sizeof c.nonce, "secure-%d", event);
+		snprintf(c.nonce, sizeof c.nonce, "secure-%d", kind);
 		assert_int_equal(start_request(p, "loop/tls", &c, 5000, NULL), MQP_OK);
 		assert_true(tloop_until(&l, &done, 1, 6000));
 		assert_int_equal(c.result, MQP_OK);

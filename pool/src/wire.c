@@ -1,0 +1,356 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * wire.c - one connection's socket, TLS and buffers (wire.h).
+ */
+#define _GNU_SOURCE
+#include "wire.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "mqc_net.h"
+#include "mqttpool.h"
+
+enum {
+	READ_ROOM = 16384, /* at least this much room for each read */
+	READS_MAX = 4,     /* reads per readiness while each one fills all the room it had */
+};
+#define RX_LIMIT ((size_t)MQP_MAX_PACKET + 2 * READ_ROOM)
+
+/* "<what> <host:port>: <detail>" in w->err. */
+static enum mqp_wire_result fail(struct mqp_wire *w, const char *what, const char *detail)
+{
+	snprintf(w->err, sizeof w->err, "%s %s: %s", what, w->where, detail);
+	return MQP_WIRE_ERROR;
+}
+
+/* The socket's registration: readable always, writable while connecting or after a short send
+ * (bytes queued during a turn are the end-of-turn flush's, not EPOLLOUT's). */
+static enum mqp_wire_result watch(struct mqp_wire *w)
+{
+	bool out = w->state == MQP_WIRE_CONNECTING || w->short_send;
+	uint32_t want = EPOLLIN | (out ? (uint32_t)EPOLLOUT : 0u);
+	if (w->fd < 0 || want == w->events)
+		return MQP_WIRE_OK;
+	const struct mqp_watcher *at = w->watcher;
+	if (at->fn) {
+		at->fn(at->data, w->fd, MQP_IO_READ | (out ? MQP_IO_WRITE : 0u), w->tag);
+	} else {
+		struct epoll_event ev = { .events = want, .data.ptr = w->tag };
+		if (epoll_ctl(at->ep, w->events ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, w->fd, &ev) != 0)
+			return fail(w, "epoll_ctl for", strerror(errno));
+	}
+	w->events = want;
+	return MQP_WIRE_OK;
+}
+
+/* Before the descriptor closes: epoll forgets it by itself, a loop must be told. */
+static void unwatch(struct mqp_wire *w)
+{
+	if (w->fd >= 0 && w->events && w->watcher && w->watcher->fn)
+		w->watcher->fn(w->watcher->data, w->fd, 0, w->tag);
+	w->events = 0;
+}
+
+/* The next address that takes a non-blocking connect. */
+static enum mqp_wire_result try_next(struct mqp_wire *w, int last_errno)
+{
+	if (w->fd >= 0) {
+		unwatch(w);
+		close(w->fd); /* leaves the epoll set with it */
+		w->fd = -1;
+	}
+	for (; w->ai_next; w->ai_next = w->ai_next->ai_next) {
+		struct addrinfo *a = w->ai_next;
+		int fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0) {
+			last_errno = errno;
+			continue;
+		}
+		int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
+			w->fd = fd;
+			w->state = MQP_WIRE_CONNECTING;
+			w->ai_next = a->ai_next;
+			return watch(w);
+		}
+		last_errno = errno;
+		close(fd);
+	}
+	return fail(w, "connect to", strerror(last_errno ? last_errno : ECONNREFUSED));
+}
+
+enum mqp_wire_result mqp__wire_start(struct mqp_wire *w, const char *host, int port, SSL_CTX *ctx,
+    const struct mqp_watcher *watcher, void *tag)
+{
+	*w = (struct mqp_wire) { .fd = -1, .watcher = watcher, .tag = tag };
+	bool v6 = strchr(host, ':') != NULL;
+	snprintf(w->where, sizeof w->where, v6 ? "[%s]:%d" : "%s:%d", host, port);
+	char service[8];
+	snprintf(service, sizeof service, "%d", port);
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+	int rc = getaddrinfo(host, service, &hints, &w->ai);
+	if (rc != 0) {
+		fail(w, "cannot resolve", rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+		mqp__wire_close(w);
+		return MQP_WIRE_ERROR;
+	}
+	w->ai_next = w->ai;
+	if (ctx) {
+		w->ssl = SSL_new(ctx);
+		w->rbio = BIO_new(BIO_s_mem());
+		w->wbio = BIO_new(BIO_s_mem());
+		if (!w->ssl || !w->rbio || !w->wbio) {
+			BIO_free(w->rbio);
+			BIO_free(w->wbio);
+			w->rbio = w->wbio = NULL;
+			fail(w, "TLS for", "out of memory");
+			mqp__wire_close(w);
+			return MQP_WIRE_ERROR;
+		}
+		SSL_set_bio(w->ssl, w->rbio, w->wbio); /* the SSL owns both now */
+		SSL_set_connect_state(w->ssl);
+		unsigned char ip[16];
+		if (inet_pton(AF_INET, host, ip) != 1 && inet_pton(AF_INET6, host, ip) != 1)
+			SSL_set_tlsext_host_name(w->ssl, host); /* SNI is for names, never addresses */
+	}
+	if (try_next(w, 0) != MQP_WIRE_OK) {
+		mqp__wire_close(w);
+		return MQP_WIRE_ERROR;
+	}
+	return MQP_WIRE_OK;
+}
+
+/* What OpenSSL wrote into its memory BIO goes to cout, to be sent. */
+static enum mqp_wire_result take_ciphertext(struct mqp_wire *w)
+{
+	size_t pending = BIO_ctrl_pending(w->wbio);
+	if (!pending)
+		return MQP_WIRE_OK;
+	if (mqp__buf_reserve(&w->cout, pending, RX_LIMIT) != 0)
+		return fail(w, "TLS to", "out of memory");
+	int n = BIO_read(w->wbio, w->cout.data + w->cout.len, (int)pending);
+	if (n > 0)
+		w->cout.len += (size_t)n;
+	return MQP_WIRE_OK;
+}
+
+static enum mqp_wire_result tls_error(struct mqp_wire *w, const char *when)
+{
+	long v = SSL_get_verify_result(w->ssl);
+	char why[200];
+	if (v != X509_V_OK)
+		snprintf(why, sizeof why, "certificate verification failed: %s",
+		    X509_verify_cert_error_string(v));
+	else
+		ERR_error_string_n(ERR_get_error(), why, sizeof why);
+	char what[64];
+	snprintf(what, sizeof what, "TLS %s with", when);
+	return fail(w, what, why);
+}
+
+static enum mqp_wire_result handshake(struct mqp_wire *w)
+{
+	ERR_clear_error();
+	int rc = SSL_do_handshake(w->ssl);
+	if (take_ciphertext(w) != MQP_WIRE_OK)
+		return MQP_WIRE_ERROR;
+	if (rc == 1) {
+		w->state = MQP_WIRE_OPEN;
+		return MQP_WIRE_OK;
+	}
+	int e = SSL_get_error(w->ssl, rc);
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+		return MQP_WIRE_OK;
+	return tls_error(w, "handshake");
+}
+
+static enum mqp_wire_result connected(struct mqp_wire *w)
+{
+	freeaddrinfo(w->ai);
+	w->ai = w->ai_next = NULL;
+	if (!w->ssl) {
+		w->state = MQP_WIRE_OPEN;
+		return MQP_WIRE_OK;
+	}
+	w->state = MQP_WIRE_HANDSHAKE;
+	return handshake(w); /* the ClientHello goes out with the next flush */
+}
+
+/* Plain TCP: straight into rx. */
+static enum mqp_wire_result read_plain(struct mqp_wire *w)
+{
+	for (int i = 0; i < READS_MAX; i++) {
+		if (mqp__buf_reserve(&w->rx, READ_ROOM, RX_LIMIT) != 0)
+			return fail(w, "reading from", "out of memory");
+		size_t room = w->rx.cap - w->rx.len;
+		ssize_t n = recv(w->fd, w->rx.data + w->rx.len, room, 0);
+		if (n > 0) {
+			w->rx.len += (size_t)n;
+			if ((size_t)n < room)
+				return MQP_WIRE_OK; /* the socket is empty: no read to learn it */
+			continue;
+		}
+		if (n == 0)
+			return MQP_WIRE_EOF;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return MQP_WIRE_OK;
+		return fail(w, "reading from", strerror(errno));
+	}
+	return MQP_WIRE_OK;
+}
+
+/* TLS: ciphertext into OpenSSL's memory BIO, then every whole record out of it into rx. */
+static enum mqp_wire_result read_tls(struct mqp_wire *w, unsigned char *scratch, size_t len)
+{
+	bool eof = false;
+	for (int i = 0; i < READS_MAX; i++) {
+		ssize_t n = recv(w->fd, scratch, len, 0);
+		if (n > 0) {
+			if (BIO_write(w->rbio, scratch, (int)n) != (int)n)
+				return fail(w, "TLS from", "out of memory");
+			if ((size_t)n < len)
+				break;
+			continue;
+		}
+		if (n == 0) {
+			eof = true;
+			break;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			break;
+		return fail(w, "reading from", strerror(errno));
+	}
+	if (w->state == MQP_WIRE_HANDSHAKE) {
+		if (handshake(w) != MQP_WIRE_OK)
+			return MQP_WIRE_ERROR;
+		if (w->state != MQP_WIRE_OPEN) {
+			if (eof)
+				return fail(w, "TLS handshake with",
+				    "the broker closed the connection (is it a TLS port?)");
+			return MQP_WIRE_OK;
+		}
+	}
+	for (;;) {
+		if (mqp__buf_reserve(&w->rx, READ_ROOM, RX_LIMIT) != 0)
+			return fail(w, "TLS from", "out of memory");
+		size_t room = w->rx.cap - w->rx.len;
+		ERR_clear_error();
+		int n = SSL_read(w->ssl, w->rx.data + w->rx.len, room > INT32_MAX ? INT32_MAX : (int)room);
+		if (n > 0) {
+			w->rx.len += (size_t)n;
+			continue;
+		}
+		int e = SSL_get_error(w->ssl, n);
+		if (e == SSL_ERROR_WANT_READ)
+			break;
+		if (e == SSL_ERROR_ZERO_RETURN)
+			return MQP_WIRE_EOF; /* close_notify */
+		return tls_error(w, "read");
+	}
+	/* A TLS 1.3 KeyUpdate, say, is answered: whatever OpenSSL wrote goes out with the flush. */
+	if (take_ciphertext(w) != MQP_WIRE_OK)
+		return MQP_WIRE_ERROR;
+	return eof ? MQP_WIRE_EOF : MQP_WIRE_OK;
+}
+
+enum mqp_wire_result mqp__wire_io(
+    struct mqp_wire *w, bool readable, bool writable, unsigned char *scratch, size_t scratch_len)
+{
+	enum mqp_wire_result rc = MQP_WIRE_OK;
+	if (w->state == MQP_WIRE_CONNECTING) {
+		if (!readable && !writable)
+			return MQP_WIRE_OK;
+		int err = 0;
+		socklen_t len = sizeof err;
+		if (getsockopt(w->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+			err = errno;
+		if (err == EINPROGRESS || err == EALREADY)
+			return MQP_WIRE_OK;
+		rc = err ? try_next(w, err) : connected(w);
+		if (rc == MQP_WIRE_OK)
+			rc = mqp__wire_flush(w);
+		return rc == MQP_WIRE_OK ? watch(w) : rc;
+	}
+	if (w->state == MQP_WIRE_CLOSED)
+		return MQP_WIRE_OK;
+	if (readable)
+		rc = w->ssl ? read_tls(w, scratch, scratch_len) : read_plain(w);
+	if (rc == MQP_WIRE_OK && (writable || mqp__buf_live(&w->cout)))
+		rc = mqp__wire_flush(w);
+	if (rc == MQP_WIRE_OK)
+		rc = watch(w);
+	return rc;
+}
+
+enum mqp_wire_result mqp__wire_flush(struct mqp_wire *w)
+{
+	if (w->state != MQP_WIRE_OPEN && w->state != MQP_WIRE_HANDSHAKE)
+		return MQP_WIRE_OK; /* connecting: what is queued waits */
+	if (w->ssl && w->state == MQP_WIRE_OPEN && mqp__buf_live(&w->tx)) {
+		/* Every packet of the turn in one TLS write (records of up to 16 KiB), then one send. */
+		size_t live = mqp__buf_live(&w->tx);
+		ERR_clear_error();
+		int n = SSL_write(w->ssl, w->tx.data + w->tx.off, live > INT32_MAX ? INT32_MAX : (int)live);
+		if (n <= 0)
+			return tls_error(w, "write");
+		mqp__buf_consume(&w->tx, (size_t)n);
+		if (take_ciphertext(w) != MQP_WIRE_OK)
+			return MQP_WIRE_ERROR;
+	}
+	struct mqp_buf *out = w->ssl ? &w->cout : &w->tx;
+	while (mqp__buf_live(out)) {
+		ssize_t n = send(w->fd, out->data + out->off, mqp__buf_live(out), MSG_NOSIGNAL);
+		if (n > 0) {
+			mqp__buf_consume(out, (size_t)n);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break; /* the kernel's buffer is full: the rest goes when EPOLLOUT says so */
+		return fail(w, "writing to", strerror(n < 0 ? errno : EPIPE));
+	}
+	w->short_send = mqp__buf_live(out) > 0;
+	return watch(w);
+}
+
+bool mqp__wire_pending(const struct mqp_wire *w)
+{
+	return mqp__buf_live(&w->tx) || mqp__buf_live(&w->cout);
+}
+
+void mqp__wire_quickack(const struct mqp_wire *w)
+{
+	mqc_tcp_quickack(w->fd);
+}
+
+void mqp__wire_close(struct mqp_wire *w)
+{
+	if (w->fd >= 0) {
+		unwatch(w);
+		close(w->fd);
+	}
+	SSL_free(w->ssl); /* and its two BIOs */
+	if (w->ai)
+		freeaddrinfo(w->ai);
+	mqp__buf_free(&w->rx);
+	mqp__buf_free(&w->tx);
+	mqp__buf_free(&w->cout);
+	*w = (struct mqp_wire) { .fd = -1 };
+}

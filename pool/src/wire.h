@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * wire.h - one connection's bytes: a non-blocking TCP socket, TLS through OpenSSL on memory BIOs,
+ * and the buffers the codec reads from and writes into (wire.c). Knows nothing of MQTT.
+ *
+ * Every system call on the socket is made here, and only when there is something to do:
+ *   - a readable socket is read once into the receive buffer (again only when that read filled
+ *     all the room it had), and with TLS the records are decrypted from memory: no second read
+ *     to learn that the socket is empty;
+ *   - what the connection layer queued during a loop turn goes out in one send() at the end of
+ *     the turn (mqp__wire_flush); only a short send makes the caller watch for EPOLLOUT.
+ * Sends use MSG_NOSIGNAL: a broker that goes away is an error, never SIGPIPE, and the pool never
+ * changes the process's signal dispositions. The wire keeps its socket watched itself - in the
+ * pool's epoll set (data.ptr = tag), or by the application's event loop through a hook - for
+ * EPOLLOUT only while a send is short or a connect is under way, and again when a connect moves
+ * on to the next address (a new descriptor).
+ */
+#ifndef MQP_WIRE_H
+#define MQP_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec.h"
+
+typedef struct ssl_ctx_st SSL_CTX;
+typedef struct ssl_st SSL;
+typedef struct bio_st BIO;
+struct addrinfo;
+
+/* Who watches the sockets: the epoll set ep, or (fn not NULL) an event loop, told what to watch
+ * fd for (MQP_IO_READ, MQP_IO_WRITE; 0: stop, before the descriptor closes). */
+struct mqp_watcher {
+	int ep;
+	void (*fn)(void *data, int fd, unsigned events, void *tag);
+	void *data;
+};
+
+enum mqp_wire_state {
+	MQP_WIRE_CLOSED,
+	MQP_WIRE_CONNECTING, /* TCP */
+	MQP_WIRE_HANDSHAKE,  /* TLS */
+	MQP_WIRE_OPEN,
+};
+
+struct mqp_wire {
+	enum mqp_wire_state state;
+	int fd;
+	const struct mqp_watcher *watcher;
+	void *tag;       /* epoll's data.ptr, the loop's tag */
+	uint32_t events; /* what it is watched for now (EPOLLIN, EPOLLOUT; 0: not watched) */
+	SSL *ssl;        /* mqtts: decrypts rbio into rx, encrypts tx into wbio */
+	BIO *rbio, *wbio;
+	struct mqp_buf rx;             /* plaintext received: the codec frames packets from rx.off */
+	struct mqp_buf tx;             /* plaintext to send: the codec appends packets */
+	struct mqp_buf cout;           /* TLS: ciphertext not yet accepted by the kernel */
+	bool short_send;               /* the last send left bytes: watch for EPOLLOUT */
+	struct addrinfo *ai, *ai_next; /* while connecting: the addresses, and the next to try */
+	char where[280];               /* "host:port" for messages */
+	char err[640];                 /* why it failed (mqp__wire_* returned MQP_WIRE_ERROR) */
+};
+
+enum mqp_wire_result {
+	MQP_WIRE_OK,
+	MQP_WIRE_EOF,   /* the broker closed the connection */
+	MQP_WIRE_ERROR, /* w->err says why */
+};
+
+/* Resolve host (getaddrinfo: this blocks, as libmosquitto's connect did) and start a
+ * non-blocking connect to the first address that takes one; later addresses are tried when it
+ * fails. ctx: TLS with that context (SNI from host; the context checks the name), or NULL. The
+ * socket is watched by watcher with tag. MQP_WIRE_OK or MQP_WIRE_ERROR (w->err; w is closed). */
+enum mqp_wire_result mqp__wire_start(struct mqp_wire *w, const char *host, int port, SSL_CTX *ctx,
+    const struct mqp_watcher *watcher, void *tag);
+
+/* The socket is readable and/or writable (what epoll said): finish the TCP connect, advance the
+ * TLS handshake, read what arrived into rx, send what waits. scratch: room for ciphertext (TLS
+ * reads), shared by the connections of one thread. */
+enum mqp_wire_result mqp__wire_io(
+    struct mqp_wire *w, bool readable, bool writable, unsigned char *scratch, size_t scratch_len);
+
+/* Send what tx and cout hold: one send() for all of it; what the kernel did not take waits for
+ * EPOLLOUT. MQP_WIRE_OK or MQP_WIRE_ERROR. Nothing is sent before the wire is open. */
+enum mqp_wire_result mqp__wire_flush(struct mqp_wire *w);
+
+/* Something waits to be sent (queued in tx, or ciphertext the kernel has not taken). */
+bool mqp__wire_pending(const struct mqp_wire *w);
+
+/* Acknowledge what arrives next at once (TCP_QUICKACK; see mqc_net.h). */
+void mqp__wire_quickack(const struct mqp_wire *w);
+
+/* Close the socket and free everything; w can start again. */
+void mqp__wire_close(struct mqp_wire *w);
+
+#endif

@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * tb-fake-broker - a scripted "broker" for what the real ones here do not do on demand: answer
+ * only MQTT 3.1.1, close a connection in answer to a v5 CONNECT, refuse every CONNECT, or send
+ * a malformed packet. It answers CONNECT only (then holds the connection until the client goes),
+ * so it tests how clients name what they meet; every other behaviour is tested against real
+ * brokers (mosquitto, and scripts/interop's matrix).
+ *
+ * Usage: tb-fake-broker --mode MODE [--port N]
+ *   v311-only   a v5 CONNECT gets a 3.1.1 CONNACK with return code 1 and the connection closes
+ *               (aedes); a 3.1.1 CONNECT is accepted
+ *   close-v5    a v5 CONNECT is closed without a CONNACK (RabbitMQ 3.10); 3.1.1 is accepted
+ *   close-all   every CONNECT is closed without a CONNACK (a broker at its connection limit)
+ *   refuse      every CONNECT is refused: v5 reason 0x87 or 3.1.1 return code 5 (not authorized)
+ *   malformed   CONNACK, then a PUBLISH with QoS 3
+ * Prints FAKE_BROKER_URL=mqtt://127.0.0.1:PORT and "ready" once it listens; counts CONNECTs by
+ * protocol level and prints them when SIGTERM ends it ("fake-broker: connects v5 N v311 M").
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+enum mode { V311_ONLY, CLOSE_V5, CLOSE_ALL, REFUSE, MALFORMED };
+static const char *const names[] = { "v311-only", "close-v5", "close-all", "refuse", "malformed" };
+
+enum { MAX_CLIENTS = 64 };
+
+struct client {
+	int fd;
+	unsigned char buf[4096];
+	size_t len;
+	bool answered;
+};
+
+static volatile sig_atomic_t stop;
+static unsigned connects_v5, connects_v311;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static void drop(struct client *c)
+{
+	close(c->fd);
+	*c = (struct client) { .fd = -1 };
+}
+
+static void answer(struct client *c, enum mode mode, int level)
+{
+	static const unsigned char ok311[] = { 0x20, 2, 0, 0 }, ok5[] = { 0x20, 3, 0, 0, 0 },
+	                           bad_version311[] = { 0x20, 2, 0, 1 }, no311[] = { 0x20, 2, 0, 5 },
+	                           no5[] = { 0x20, 3, 0, 0x87, 0 }, qos3[] = { 0x36, 3, 0, 1, 't' };
+	bool v5 = level == 5;
+	const unsigned char *out = NULL;
+	size_t len = 0;
+	bool close_after = false;
+	switch (mode) {
+		case V311_ONLY:
+			out = v5 ? bad_version311 : ok311;
+			len = 4;
+			close_after = v5;
+			break;
+		case CLOSE_V5:
+			if (v5) {
+				drop(c);
+				return;
+			}
+			out = ok311;
+			len = 4;
+			break;
+		case CLOSE_ALL:
+			drop(c);
+			return;
+		case REFUSE:
+			out = v5 ? no5 : no311;
+			len = v5 ? sizeof no5 : sizeof no311;
+			close_after = true;
+			break;
+		case MALFORMED:
+			out = v5 ? ok5 : ok311;
+			len = v5 ? sizeof ok5 : sizeof ok311;
+			break;
+	}
+	if (send(c->fd, out, len, MSG_NOSIGNAL) < 0 || close_after) {
+		drop(c);
+		return;
+	}
+	if (mode == MALFORMED)
+		send(c->fd, qos3, sizeof qos3, MSG_NOSIGNAL);
+	c->answered = true;
+}
+
+/* A whole CONNECT in the buffer: its protocol level (4 or 5), or 0 while it is incomplete. */
+static int connect_level(const struct client *c)
+{
+	if (c->len < 2)
+		return 0;
+	size_t body = 0, i = 1;
+	for (unsigned shift = 0; i < c->len && i < 5; i++, shift += 7) {
+		body |= (size_t)(c->buf[i] & 0x7f) << shift;
+		if (!(c->buf[i] & 0x80))
+			break;
+	}
+	if (i >= c->len || c->len < i + 1 + body || body < 7)
+		return 0;
+	return c->buf[i + 1 + 6]; /* after "\0\4MQTT": the level */
+}
+
+int main(int argc, char **argv)
+{
+	int mode = -1, port = 0;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
+			const char *m = argv[++i];
+			for (int k = 0; k < (int)(sizeof names / sizeof *names); k++)
+				if (strcmp(m, names[k]) == 0)
+					mode = k;
+		} else if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
+			port = atoi(argv[++i]);
+		} else {
+			fprintf(stderr,
+			    "usage: tb-fake-broker --mode v311-only|close-v5|close-all|refuse|malformed "
+			    "[--port N]\n");
+			return 2;
+		}
+	}
+	if (mode < 0) {
+		fprintf(stderr,
+		    "tb-fake-broker: --mode: expected v311-only, close-v5, close-all, refuse or "
+		    "malformed\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	struct sigaction sa = { .sa_handler = on_term };
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int one = 1;
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	struct sockaddr_in a = { .sin_family = AF_INET,
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+		.sin_port = htons((uint16_t)port) };
+	socklen_t alen = sizeof a;
+	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 64) != 0
+	    || getsockname(l, (struct sockaddr *)&a, &alen) != 0) {
+		fprintf(stderr, "tb-fake-broker: listen: %s\n", strerror(errno));
+		return 1;
+	}
+	printf("FAKE_BROKER_URL=mqtt://127.0.0.1:%d\nready\n", ntohs(a.sin_port));
+	fflush(stdout);
+	struct client cl[MAX_CLIENTS];
+	for (int i = 0; i < MAX_CLIENTS; i++)
+		cl[i] = (struct client) { .fd = -1 };
+	while (!stop) {
+		struct pollfd pfd[MAX_CLIENTS + 1];
+		pfd[0] = (struct pollfd) { .fd = l, .events = POLLIN };
+		for (int i = 0; i < MAX_CLIENTS; i++)
+			pfd[i + 1] = (struct pollfd) { .fd = cl[i].fd, .events = POLLIN };
+		if (poll(pfd, MAX_CLIENTS + 1, 200) <= 0)
+			continue;
+		if (pfd[0].revents & POLLIN) {
+			int fd = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+			int i = 0;
+			while (fd >= 0 && i < MAX_CLIENTS && cl[i].fd >= 0)
+				i++;
+			if (fd >= 0 && i < MAX_CLIENTS)
+				cl[i] = (struct client) { .fd = fd };
+			else if (fd >= 0)
+				close(fd);
+		}
+		for (int i = 0; i < MAX_CLIENTS; i++) {
+			struct client *c = &cl[i];
+			if (c->fd < 0 || !(pfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			ssize_t n = recv(c->fd, c->buf + c->len, sizeof c->buf - c->len, 0);
+			if (n <= 0 || (c->answered && (size_t)n == sizeof c->buf - c->len)) {
+				drop(c);
+				continue;
+			}
+			if (c->answered) { /* what follows CONNECT is not read: the buffer is reused */
+				c->len = 0;
+				continue;
+			}
+			c->len += (size_t)n;
+			int level = connect_level(c);
+			if (level == 5)
+				connects_v5++;
+			else if (level)
+				connects_v311++;
+			if (level)
+				answer(c, (enum mode)mode, level);
+			else if (c->len == sizeof c->buf)
+				drop(c);
+		}
+	}
+	printf("fake-broker: connects v5 %u v311 %u\n", connects_v5, connects_v311);
+	return 0;
+}
