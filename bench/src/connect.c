@@ -31,6 +31,7 @@
 #include <mosquitto.h>
 
 #include "mqbench.h"
+#include "mqc_client.h"
 #include "mqc_clock.h"
 #include "mqc_mqtt.h"
 
@@ -47,7 +48,7 @@ enum reason {
 	R_EADDRNOTAVAIL,
 	R_TLS,
 	R_DROPPED,
-	R_CLOSED, /* closed before any CONNACK: mosquitto 2.0 at max_connections */
+	R_CLOSED, /* closed before any CONNACK (said after the run what a 3.1.1 CONNECT met) */
 	R_OTHER,
 	R_COUNT
 };
@@ -74,7 +75,8 @@ struct storm {
 	SSL_CTX *ctx;
 	unsigned in_progress, held, failed, done;
 	uint64_t reasons[R_COUNT];
-	uint64_t connack_codes[256];
+	uint64_t connack_codes[256];    /* refusals in CONNACKs of the protocol's own shape */
+	uint64_t connack311_codes[256]; /* 3.1.1-shaped CONNACKs to a v5 CONNECT: return codes */
 	struct mqc_hist tcp, connack;
 	uint64_t last_done;
 	unsigned char *pkt; /* the CONNECT being sent: room for the longest id and credentials */
@@ -83,10 +85,11 @@ struct storm {
 
 static volatile sig_atomic_t interrupted;
 
-/* A refused CONNACK's reason, by protocol: MQTT 5 reason codes, or 3.1.1 return codes. */
-static const char *connack_reason(int protocol, int code)
+/* A refused CONNACK's reason: MQTT 5 reason codes, or 3.1.1 return codes (a 3.1.1 broker
+ * answers a v5 CONNECT with one of those: its 1 is "unacceptable protocol version"). */
+static const char *connack_reason(bool v311, int code)
 {
-	return protocol == 5 ? mosquitto_reason_string(code) : mosquitto_connack_string(code);
+	return mqc_mqtt_connack_text((unsigned)code, v311);
 }
 
 static void on_signal(int sig)
@@ -266,7 +269,13 @@ static void on_event(struct storm *s, struct attempt *a, uint32_t events)
 				return;
 			}
 			if (a->rx[3] != 0) {
-				s->connack_codes[a->rx[3]]++;
+				/* Two bytes long: a 3.1.1 CONNACK, whatever was asked (a v5 one has
+				 * properties). */
+				bool v311 = a->rx[1] == 2;
+				if (v311 && s->o->net.conn.protocol == 5)
+					s->connack311_codes[a->rx[3]]++;
+				else
+					s->connack_codes[a->rx[3]]++;
 				finish(s, a, ST_FAILED, R_CONNACK);
 				return;
 			}
@@ -387,6 +396,17 @@ static int preflight(const struct storm *s)
 		    "mqbench: warning: %lu sockets in TIME_WAIT and %u new connections may exhaust "
 		    "%llu local ports; wait a minute or add --source addresses\n",
 		    tw, o->clients, (unsigned long long)ports);
+	/* The broker's own limit: a broker started from a wrapper as root may get 1,024 files, and
+	 * then every connection past it looks like a slow broker (timeouts), not a limit. */
+	unsigned long long broker_files;
+	unsigned long open_now;
+	if (o->broker_pid && bench_proc_files(o->broker_pid, &broker_files, &open_now)
+	    && o->clients + open_now > broker_files)
+		fprintf(stderr,
+		    "mqbench: warning: the broker (pid %d) may open %llu files and has %lu open: %u more "
+		    "connections pass its limit, and those past it will time out or be closed (raise "
+		    "the broker's LimitNOFILE / ulimit -n)\n",
+		    (int)o->broker_pid, broker_files, open_now, o->clients);
 	return 0;
 }
 
@@ -552,6 +572,16 @@ int bench_run_connect(const struct bench_opts *o)
 	}
 	sample(o, &usage);
 	unsigned held = s.held;
+	/* Closed before CONNACK, or a 3.1.1 answer to a v5 CONNECT: find out which, once, while
+	 * the held connections still hold what they hold (a broker at its connection limit is
+	 * still at it). */
+	char why[768] = "";
+	bool v311_answer = false;
+	for (int c = 1; c < 256; c++)
+		v311_answer |= s.connack311_codes[c] > 0;
+	if (s.reasons[R_CLOSED] || v311_answer)
+		mqc_client_explain_connect_failure(&o->net.conn, o->net.conn.protocol,
+		    v311_answer ? 0x84 : -1, "--protocol 3.1.1", why, sizeof why);
 	static const unsigned char disconnect[2] = { 0xe0, 0x00 };
 	for (unsigned k = 0; k < o->clients; k++) {
 		struct attempt *a = &s.a[k];
@@ -593,7 +623,8 @@ int bench_run_connect(const struct bench_opts *o)
 				char key[8];
 				snprintf(key, sizeof key, "%d", code);
 				cJSON *one = cJSON_AddObjectToObject(refusals, key);
-				cJSON_AddStringToObject(one, "reason", connack_reason(o->net.conn.protocol, code));
+				cJSON_AddStringToObject(
+				    one, "reason", connack_reason(o->net.conn.protocol != 5, code));
 				cJSON_AddNumberToObject(one, "count", (double)s.connack_codes[code]);
 			}
 		cJSON_AddNumberToObject(root, "elapsed_ns", secs * 1e9);
@@ -627,12 +658,16 @@ int bench_run_connect(const struct bench_opts *o)
 			for (int r = 0; r < R_COUNT; r++)
 				if (s.reasons[r])
 					printf(" %s %llu", reason_names[r], (unsigned long long)s.reasons[r]);
+			bool v311 = o->net.conn.protocol != 5;
 			for (int c = 1; c < 256; c++)
 				if (s.connack_codes[c])
-					printf(" (CONNACK %d '%s': %llu)", c, connack_reason(o->net.conn.protocol, c),
-					    (unsigned long long)s.connack_codes[c]);
-			if (s.reasons[R_CLOSED])
-				printf(" (closed before CONNACK: mosquitto does this at max_connections)");
+					printf(v311 ? " (CONNACK return code %d, %s: %llu)"
+					            : " (CONNACK reason code 0x%02X, %s: %llu)",
+					    c, connack_reason(v311, c), (unsigned long long)s.connack_codes[c]);
+			for (int c = 1; c < 256; c++)
+				if (s.connack311_codes[c])
+					printf(" (a 3.1.1 CONNACK, return code %d, %s: %llu)", c,
+					    connack_reason(true, c), (unsigned long long)s.connack311_codes[c]);
 			printf("\n");
 		}
 		if (usage.ok)
@@ -662,6 +697,8 @@ int bench_run_connect(const struct bench_opts *o)
 			if (s.reasons[r])
 				fprintf(stderr, " %s %llu", reason_names[r], (unsigned long long)s.reasons[r]);
 		fprintf(stderr, "\n");
+		if (why[0])
+			fprintf(stderr, "mqbench: %s\n", why);
 		rc = 1;
 	}
 	storm_free(&s);

@@ -73,6 +73,8 @@ enum {
 	O_POOLSIZE,
 	O_TIMEOUT,
 	O_BACKLOG,
+	O_REPLYTPL,
+	O_FAILAFTER,
 };
 
 static const struct mqc_cli_opt options[] = {
@@ -122,7 +124,10 @@ static const struct mqc_cli_opt options[] = {
 	    "every subscriber subscribes to F instead (with\n--pub-topic: e.g. through a device that "
 	    "echoes)",
 	    T_ | F_ },
-	{ NULL, 0, NULL, "request options (MQTT v5; --qos is the commands' QoS, default 0):", R_ },
+	{ NULL, 0, NULL,
+	    "request options (--qos is the commands' QoS, default 0; --protocol 3.1.1 measures the\n"
+	    "legacy model: replies on a fixed reply topic, no Correlation Data):",
+	    R_ },
 	{ "mode", O_MODE, "naive|pool|dedicated|loop|all",
 	    "default all: naive, pool and dedicated, one after another\nwith the same settings. "
 	    "naive: connect, subscribe, publish,\nwait, disconnect per request; pool: libmqttpool "
@@ -137,7 +142,17 @@ static const struct mqc_cli_opt options[] = {
 	    R_ },
 	{ "topic", O_TOPIC, "T",
 	    "command topic a device answers (default\ndevices/bench/commands/ping; run "
-	    "test-broker/responder)",
+	    "test-broker/responder);\n{worker} in it gives each worker a device of its own\n"
+	    "(default with --protocol 3.1.1: devices/bench-{worker}/commands/ping)",
+	    R_ },
+	{ "reply-template", O_REPLYTPL, "T",
+	    "the legacy model (implied by --protocol 3.1.1; over MQTT 5\nto compare): where a "
+	    "command's reply comes, {topic} the\ncommand topic (default {topic}/reply, as the "
+	    "responder\nanswers); the reply is matched by the request id the\ncommand carries",
+	    R_ },
+	{ "fail-after", O_FAILAFTER, "D",
+	    "end a mode that has had nothing but connection failures\nfor D, with exit 1 and their "
+	    "cause (default 2s)",
 	    R_ },
 	{ "timeout", O_TIMEOUT, "D", "per request (default 5s)", R_ },
 	{ "pool-size", O_POOLSIZE, "N", "the pool's max_size (default 10)", R_ },
@@ -204,6 +219,7 @@ static int on_option(const struct mqc_cli *cli, int key, const char *name, const
 			if (!*value || strpbrk(value, "+#"))
 				return mqc_cli_bad(cli, name, value, "a topic without wildcards");
 			o->pub_topic = value;
+			o->topic_given = true;
 			return 0;
 		case O_MODE:
 			for (int m = 0; m < BENCH_REQUEST_MODES; m++)
@@ -226,6 +242,13 @@ static int on_option(const struct mqc_cli *cli, int key, const char *name, const
 			return 0;
 		case O_TIMEOUT:
 			return parse_duration(cli, name, value, true, &o->timeout_ns);
+		case O_FAILAFTER:
+			return parse_duration(cli, name, value, true, &o->fail_after_ns);
+		case O_REPLYTPL:
+			if (!strstr(value, "{topic}") && strpbrk(value, "+#"))
+				return mqc_cli_bad(cli, name, value, "a topic without wildcards, {topic} allowed");
+			o->reply_template = value;
+			return 0;
 		case O_DURATION:
 			return parse_duration(cli, name, value, true, &o->duration_ns);
 		case O_DRAIN:
@@ -298,6 +321,7 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		.request_mode = -1,
 		.pool_size = 10,
 		.timeout_ns = 5 * MQC_NS_PER_S,
+		.fail_after_ns = 2 * MQC_NS_PER_S,
 	};
 	if (sc == SC_REQUEST) {
 		o->rate = 0; /* closed loop unless --rate */
@@ -316,7 +340,7 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		.opts = options,
 		.scope = 1u << sc,
 		.scope_name = scope_name,
-		.conn_opts = MQC_CLI_BROKER | MQC_CLI_QOS | (sc == SC_REQUEST ? 0 : MQC_CLI_PROTOCOL),
+		.conn_opts = MQC_CLI_BROKER | MQC_CLI_QOS | MQC_CLI_PROTOCOL,
 		.conn = &o->net,
 		.on_option = on_option,
 		.ctx = o,
@@ -340,6 +364,14 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 	}
 	if (sc == SC_FANOUT)
 		o->publishers = 1;
+	/* The legacy model: MQTT 3.1.1's only request/reply, or asked for over v5 to compare. */
+	if (sc == SC_REQUEST && (o->net.conn.protocol == 4 || o->reply_template)) {
+		o->legacy = true;
+		if (!o->reply_template)
+			o->reply_template = "{topic}/reply";
+		if (!o->topic_given)
+			o->pub_topic = "devices/bench-{worker}/commands/ping";
+	}
 	if (sc != SC_REQUEST && !o->pub_topic != !o->sub_filter) {
 		fprintf(stderr, "mqbench: --pub-topic and --sub-filter go together\n");
 		return 2;

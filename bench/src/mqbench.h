@@ -5,6 +5,8 @@
 #ifndef MQBENCH_H
 #define MQBENCH_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,7 +47,11 @@ struct bench_opts {
 	/* request */
 	int request_mode; /* -1: naive, pool and dedicated; 0 naive, 1 pool, 2 dedicated, 3 loop */
 	unsigned pool_size;
-	uint64_t timeout_ns; /* per request */
+	uint64_t timeout_ns;        /* per request */
+	uint64_t fail_after_ns;     /* a mode with only connection failures this long ends */
+	const char *reply_template; /* the legacy model's reply topic: {topic}/reply */
+	bool legacy;                /* --protocol 3.1.1 or --reply-template: the legacy model */
+	bool topic_given;
 };
 
 /** Parse argv (after the scenario name). Returns 0, 1 after --help, 2 on a usage error. */
@@ -75,11 +81,58 @@ void bench_cost_close(struct bench_cost *c);
 const char *bench_cost_fmt(
     double value, double per, int decimals, const char *unit, char *buf, size_t len);
 
+/* --- a request mode's failures, by cause (request.c) ---------------------------------------- */
+
+enum { BENCH_CAUSES = 8 };
+
+/**
+ * Failures counted by their cause, each cause said once on stderr when it first happens (not
+ * once per request). Connection failures (no connection could be had: unreachable, refused)
+ * also drive --fail-after. Thread-safe.
+ */
+struct bench_failures {
+	pthread_mutex_t lock;
+	const char *mode;
+	struct {
+		char cause[400];
+		uint64_t count;
+		bool connection;
+	} c[BENCH_CAUSES];
+	unsigned n;
+	uint64_t others;                 /* failures whose cause did not fit in the table */
+	uint64_t connection;             /* of all, connection failures */
+	atomic_uint_fast64_t last_ok_ns; /* the last outcome that was not a connection failure */
+	atomic_bool give_up;             /* --fail-after passed with nothing but those */
+	char give_up_cause[400];
+};
+void bench_failures_init(struct bench_failures *f, const char *mode, uint64_t now);
+void bench_failures_free(struct bench_failures *f);
+/** A failure with its cause; connection: no connection could be had. fail_after_ns: the run's
+ *  --fail-after (the mode gives up when it passes with nothing else). */
+void bench_failure(struct bench_failures *f, const char *cause, bool connection, uint64_t now,
+    uint64_t fail_after_ns);
+/** An outcome that shows the broker takes connections (a reply, a timeout). */
+void bench_failures_ok(struct bench_failures *f, uint64_t now);
+/** The causes, "cause (N)" joined by "; ", into out. */
+void bench_failures_text(struct bench_failures *f, char *out, size_t len);
+
+/* --- the legacy model (--protocol 3.1.1): a device per worker ------------------------------- */
+
+/** The command topic of worker (or loop slot) id: --topic with {worker} replaced; and its reply
+ *  topic: --reply-template with {topic} replaced. 0, or -1 when one does not fit. */
+int bench_legacy_topics(
+    const struct bench_opts *o, unsigned id, char *topic, size_t tlen, char *reply, size_t rlen);
+/** A match callback for mqp_pool_request_legacy: the reply's payload equals userdata's
+ *  NUL-terminated request id (the device echoes it). */
+struct mqp_message;
+int bench_legacy_match(void *userdata, const struct mqp_message *m);
+
 /** What `request --mode loop` measured (request_loop.c). */
 struct bench_loop_result {
 	struct mqc_hist lat;
 	uint64_t done, errors, timeouts, elapsed_ns;
 	struct bench_cost *cost; /* started when the run starts, stopped when it ends */
+	struct bench_failures *failures;
 };
 struct mqp_pool_options;
 /** Run --mode loop: the pool on a libuv loop in this thread. 0, or -1 after a message. */
@@ -130,6 +183,10 @@ void bench_probe_read(const char *metrics_url, struct probe_sample *s);
 
 /** CPU seconds and resident bytes of a process from /proc; false if it is gone. */
 bool bench_proc_read(pid_t pid, double *cpu_seconds, double *resident_bytes);
+
+/** A process's open-file limit (soft; ULLONG_MAX: unlimited) and the descriptors it has open,
+ *  from /proc; false when they cannot be read. */
+bool bench_proc_files(pid_t pid, unsigned long long *limit, unsigned long *open_now);
 
 /* --- output ------------------------------------------------------------------------------ */
 

@@ -4,6 +4,8 @@
  * name, IPv4 or IPv6 address and port), and a process's CPU and memory from /proc.
  */
 #include <curl/curl.h>
+#include <dirent.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,4 +171,32 @@ bool bench_proc_read(pid_t pid, double *cpu_seconds, double *resident_bytes)
 	fclose(f);
 	*resident_bytes = (double)kb * 1024.0;
 	return found;
+}
+
+bool bench_proc_files(pid_t pid, unsigned long long *limit, unsigned long *open_now)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof path, "/proc/%d/limits", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	bool found = false;
+	while (!found && fgets(line, sizeof line, f)) {
+		char soft[32];
+		found = sscanf(line, "Max open files %31s", soft) == 1;
+		if (found)
+			*limit = strcmp(soft, "unlimited") == 0 ? ULLONG_MAX : strtoull(soft, NULL, 10);
+	}
+	fclose(f);
+	if (!found)
+		return false;
+	snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return false; /* another user's process: its descriptors are not ours to count */
+	*open_now = 0;
+	for (struct dirent *e; (e = readdir(d));)
+		*open_now += e->d_name[0] != '.';
+	closedir(d);
+	return true;
 }

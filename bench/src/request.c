@@ -11,6 +11,15 @@
  * latency is measured from it (a slow broker or device shows as latency, not as fewer
  * requests); without --rate the loop is closed (each worker starts its next request at once).
  * A timed-out request is recorded at the timeout value and counted.
+ *
+ * With --protocol 3.1.1 every mode measures the legacy model instead (the only request/reply
+ * MQTT 3.1.1 has): a device per worker answering on a fixed reply topic, the reply matched by
+ * the request id the command carries; naive subscribes to the reply topic per request, the pool
+ * is mqp_pool_request_legacy (its connections stay subscribed), dedicated keeps one subscribed
+ * connection per worker.
+ *
+ * Failures are counted by cause and each cause is said once; a mode that meets nothing but
+ * connection failures for --fail-after ends with that cause (exit 1).
  */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
@@ -41,6 +50,7 @@ struct shared {
 	atomic_uint_fast64_t done, errors, timeouts;
 	atomic_uint running; /* workers not yet finished */
 	uint16_t run;
+	struct bench_failures *failures;
 };
 
 struct worker {
@@ -49,18 +59,130 @@ struct worker {
 	struct mqc_hist lat;
 	struct mqc_requester *rq; /* naive (per request) and dedicated (per worker) */
 	char inbox_prefix[64];
+	char topic[256], reply_topic[320]; /* its device's (legacy: {worker} replaced) */
+	char err[512];                     /* why the last call failed */
 };
+
+/* --- failures by cause ------------------------------------------------------------------ */
+
+void bench_failures_init(struct bench_failures *f, const char *mode, uint64_t now)
+{
+	*f = (struct bench_failures) { .mode = mode };
+	pthread_mutex_init(&f->lock, NULL);
+	atomic_store(&f->last_ok_ns, now);
+}
+
+void bench_failures_free(struct bench_failures *f)
+{
+	pthread_mutex_destroy(&f->lock);
+}
+
+void bench_failures_ok(struct bench_failures *f, uint64_t now)
+{
+	atomic_store_explicit(&f->last_ok_ns, now, memory_order_relaxed);
+}
+
+void bench_failure(struct bench_failures *f, const char *cause, bool connection, uint64_t now,
+    uint64_t fail_after_ns)
+{
+	pthread_mutex_lock(&f->lock);
+	unsigned i = 0;
+	while (i < f->n && strcmp(f->c[i].cause, cause) != 0)
+		i++;
+	if (i == f->n && f->n < BENCH_CAUSES) { /* a new cause: said once, now */
+		snprintf(f->c[i].cause, sizeof f->c[i].cause, "%s", cause);
+		f->c[i].connection = connection;
+		f->n++;
+		fprintf(stderr, "mqbench: %s: %s\n", f->mode, cause);
+	}
+	if (i < f->n)
+		f->c[i].count++;
+	else
+		f->others++;
+	if (connection) {
+		f->connection++;
+		if (now - atomic_load(&f->last_ok_ns) >= fail_after_ns && !atomic_load(&f->give_up)) {
+			snprintf(f->give_up_cause, sizeof f->give_up_cause, "%s", cause);
+			atomic_store(&f->give_up, true);
+		}
+	} else {
+		bench_failures_ok(f, now); /* the broker took the connection */
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+void bench_failures_text(struct bench_failures *f, char *out, size_t len)
+{
+	pthread_mutex_lock(&f->lock);
+	size_t n = 0;
+	out[0] = '\0';
+	for (unsigned i = 0; i < f->n && n < len; i++)
+		n += (size_t)snprintf(out + n, len - n, "%s%s (%llu)", i ? "; " : "", f->c[i].cause,
+		    (unsigned long long)f->c[i].count);
+	if (f->others && n < len)
+		snprintf(out + n, len - n, "; others (%llu)", (unsigned long long)f->others);
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* --- the legacy model -------------------------------------------------------------------- */
+
+static int expand(const char *tpl, const char *key, const char *value, char *out, size_t len)
+{
+	const char *at = strstr(tpl, key);
+	int n = at ? snprintf(out, len, "%.*s%s%s", (int)(at - tpl), tpl, value, at + strlen(key))
+	           : snprintf(out, len, "%s", tpl);
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+int bench_legacy_topics(
+    const struct bench_opts *o, unsigned id, char *topic, size_t tlen, char *reply, size_t rlen)
+{
+	char n[16];
+	snprintf(n, sizeof n, "%u", id);
+	if (expand(o->pub_topic, "{worker}", n, topic, tlen) != 0)
+		return -1;
+	return o->reply_template ? expand(o->reply_template, "{topic}", topic, reply, rlen) : 0;
+}
+
+int bench_legacy_match(void *userdata, const struct mqp_message *m)
+{
+	const char *id = userdata;
+	return m->len == strlen(id) && memcmp(m->payload, id, m->len) == 0;
+}
 
 /* --- naive and dedicated: the project's one request/reply client (mqc_request.h) ---------- */
 
+static bool legacy(const struct shared *s)
+{
+	return s->o->legacy;
+}
+
+/* MQP_OK, or an mqp_err the worker counts (w->err says why). */
+static int client_result(int rc)
+{
+	switch (rc) {
+		case MQC_REQ_OK:
+			return MQP_OK;
+		case MQC_REQ_TIMEDOUT:
+			return MQP_ETIMEDOUT;
+		case MQC_REQ_REFUSED:
+			return MQP_EREFUSED;
+		case MQC_REQ_CONNECT:
+			return MQP_ECONNECT;
+		case MQC_REQ_DENIED:
+			return MQP_EDENIED;
+		default:
+			return MQP_ECONNLOST;
+	}
+}
+
 static int client_open(struct worker *w, uint64_t deadline)
 {
-	char err[256];
-	int rc = mqc_requester_open(
-	    &w->s->o->net.conn, w->inbox_prefix, deadline, &w->rq, err, sizeof err);
-	if (rc != MQC_REQ_OK && w->s->mode == 2)
-		fprintf(stderr, "mqbench: worker %d: %s\n", w->id, err);
-	return rc == MQC_REQ_OK ? 0 : -1;
+	const struct mqc_conn_opts *co = &w->s->o->net.conn;
+	int rc = legacy(w->s)
+	    ? mqc_requester_open_legacy(co, w->reply_topic, deadline, &w->rq, w->err, sizeof w->err)
+	    : mqc_requester_open(co, w->inbox_prefix, deadline, &w->rq, w->err, sizeof w->err);
+	return client_result(rc);
 }
 
 static void client_close(struct worker *w)
@@ -71,15 +193,15 @@ static void client_close(struct worker *w)
 
 static int client_request(struct worker *w, const char *payload, size_t len, uint64_t deadline)
 {
-	switch (mqc_requester_request(
-	    w->rq, w->s->o->pub_topic, payload, len, w->s->o->net.qos, deadline, NULL)) {
-		case MQC_REQ_OK:
-			return MQP_OK;
-		case MQC_REQ_TIMEDOUT:
-			return MQP_ETIMEDOUT;
-		default:
-			return MQP_ECONNLOST;
-	}
+	if (legacy(w->s) && mqc_requester_match(w->rq, payload, len) != MQC_REQ_OK)
+		return MQP_ENOMEM;
+	int rc = mqc_requester_request(w->rq, w->topic, payload, len, w->s->o->net.qos, deadline, NULL);
+	if (rc != MQC_REQ_OK)
+		snprintf(w->err, sizeof w->err, "%s",
+		    rc == MQC_REQ_TIMEDOUT     ? "no reply by the deadline"
+		        : rc == MQC_REQ_DENIED ? "the broker refused the command"
+		                               : "the connection closed before the reply");
+	return client_result(rc);
 }
 
 /* What a mode's requests run on: the baselines model what users write (libmosquitto), the pool
@@ -93,10 +215,12 @@ static const char *request_client(int mode)
 		char lib[48];
 		snprintf(lib, sizeof lib, "libmosquitto %d.%d.%d", major, minor, rev);
 		snprintf(text[0], sizeof text[0], "%s, a connection per request (mqc_request.h)", lib);
-		snprintf(text[1], sizeof text[1], "libmqttpool %s, its own I/O thread", mqp_version());
+		snprintf(text[1], sizeof text[1],
+		    "libmqttpool %s (its own MQTT codec and sockets), its own I/O thread", mqp_version());
 		snprintf(text[2], sizeof text[2], "%s, a connection per worker (mqc_request.h)", lib);
-		snprintf(
-		    text[3], sizeof text[3], "libmqttpool %s on a libuv loop, one thread", mqp_version());
+		snprintf(text[3], sizeof text[3],
+		    "libmqttpool %s (its own MQTT codec and sockets) on a libuv loop, one thread",
+		    mqp_version());
 	}
 	return text[mode];
 }
@@ -124,49 +248,81 @@ static bool take(struct shared *s, uint64_t *intended)
 	return ok;
 }
 
+/* A connection failure: no connection could be had (the broker is unreachable or refuses). */
+static bool connection_failure(int rc)
+{
+	return rc == MQP_ECONNECT || rc == MQP_EREFUSED;
+}
+
+/* Why a pool call failed: for a connection failure the pool's last error, which names it. */
+static void pool_cause(struct worker *w, int rc)
+{
+	char last[512];
+	mqp_pool_last_error(w->s->pool, last, sizeof last);
+	snprintf(
+	    w->err, sizeof w->err, "%s", connection_failure(rc) && last[0] ? last : mqp_strerror(rc));
+}
+
 static void worker_run(struct worker *w)
 {
 	struct shared *s = w->s;
 	const struct bench_opts *o = s->o;
 	uint64_t timeout = o->timeout_ns;
 	char payload[64];
-	int plen = snprintf(payload, sizeof payload, "bench-%d", w->id);
-	if (s->mode == 2 && client_open(w, mqc_now_ns() + timeout) != 0) {
-		fprintf(stderr, "mqbench: worker %d cannot open its dedicated connection\n", w->id);
-		atomic_fetch_add(&s->errors, 1);
-		client_close(w);
-		return;
+	if (s->mode == 2) {
+		int rc = client_open(w, mqc_now_ns() + timeout);
+		if (rc != MQP_OK) {
+			bench_failure(
+			    s->failures, w->err, connection_failure(rc), mqc_now_ns(), o->fail_after_ns);
+			atomic_fetch_add(&s->errors, 1);
+			client_close(w);
+			return;
+		}
 	}
-	uint64_t intended;
-	while (take(s, &intended)) {
+	uint64_t intended, seq = 0;
+	while (take(s, &intended) && !atomic_load(&s->failures->give_up)) {
 		uint64_t now = mqc_now_ns();
 		if (intended > now)
 			nanosleep(&(struct timespec) { .tv_sec = (time_t)((intended - now) / MQC_NS_PER_S),
 			              .tv_nsec = (long)((intended - now) % MQC_NS_PER_S) },
 			    NULL);
+		/* A request id each: the legacy model's match, and the v5 models' payload. */
+		int plen
+		    = snprintf(payload, sizeof payload, "bench-%d-%llu", w->id, (unsigned long long)seq++);
 		uint64_t deadline = mqc_now_ns() + timeout;
 		int rc;
 		if (s->mode == 1) {
 			struct mqp_reply reply;
-			rc = mqp_pool_request(s->pool, o->pub_topic, payload, (size_t)plen, o->net.qos,
-			    (unsigned)(timeout / MQC_NS_PER_MS), &reply);
+			unsigned ms = (unsigned)(timeout / MQC_NS_PER_MS);
+			rc = legacy(s) ? mqp_pool_request_legacy(s->pool, w->topic, payload, (size_t)plen,
+			         o->net.qos, w->reply_topic, bench_legacy_match, payload, ms, &reply)
+			               : mqp_pool_request(
+			                   s->pool, w->topic, payload, (size_t)plen, o->net.qos, ms, &reply);
 			mqp_reply_free(&reply);
+			if (rc != MQP_OK)
+				pool_cause(w, rc);
 		} else if (s->mode == 2) {
 			rc = client_request(w, payload, (size_t)plen, deadline);
 		} else {
-			rc = client_open(w, deadline) == 0 ? client_request(w, payload, (size_t)plen, deadline)
-			                                   : MQP_ECONNECT;
+			rc = client_open(w, deadline);
+			if (rc == MQP_OK)
+				rc = client_request(w, payload, (size_t)plen, deadline);
 			client_close(w);
 		}
 		uint64_t done = mqc_now_ns();
 		if (rc == MQP_OK) {
 			mqc_hist_record(&w->lat, done - intended);
 			atomic_fetch_add(&s->done, 1);
+			bench_failures_ok(s->failures, done);
 		} else if (rc == MQP_ETIMEDOUT) {
 			mqc_hist_record(&w->lat, done - intended); /* never vanishes from the tail */
 			atomic_fetch_add(&s->timeouts, 1);
+			bench_failures_ok(s->failures, done);
 		} else {
 			atomic_fetch_add(&s->errors, 1);
+			bench_failure(s->failures, w->err, connection_failure(rc), done, o->fail_after_ns);
+			if (connection_failure(rc)) /* no hot loop against a broker that refuses */
+				nanosleep(&(struct timespec) { .tv_nsec = 10 * 1000000 }, NULL);
 		}
 		if (s->mode == 2 && rc != MQP_OK && rc != MQP_ETIMEDOUT)
 			break;
@@ -188,6 +344,7 @@ struct mode_result {
 	uint64_t done, errors, timeouts;
 	struct probe_sample p0, p1;
 	struct bench_cost cost; /* this process's system calls and CPU during the mode's run */
+	struct bench_failures failures;
 	bool ran;
 };
 
@@ -203,6 +360,7 @@ static struct mqp_pool_options pool_options(const struct bench_opts *o)
 	po.certfile = o->net.conn.cert;
 	po.keyfile = o->net.conn.key;
 	po.client_id_prefix = "mqbench";
+	po.protocol = o->net.conn.protocol == 4 ? 4 : 5;
 	return po;
 }
 
@@ -210,7 +368,7 @@ static struct mqp_pool_options pool_options(const struct bench_opts *o)
 static int run_loop_mode(const struct bench_opts *o, struct mode_result *r)
 {
 	struct mqp_pool_options po = pool_options(o);
-	struct bench_loop_result lr = { .cost = &r->cost };
+	struct bench_loop_result lr = { .cost = &r->cost, .failures = &r->failures };
 	mqc_hist_init(&lr.lat, 10);
 	int rc = bench_request_loop(o, &po, &lr);
 	nanosleep(&(struct timespec) { .tv_nsec = 200000000 }, NULL); /* let the probe see them go */
@@ -230,11 +388,12 @@ static int run_loop_mode(const struct bench_opts *o, struct mode_result *r)
 static int run_mode(const struct bench_opts *o, int mode, uint16_t run, struct mode_result *r)
 {
 	mqc_hist_init(&r->lat, 10);
+	bench_failures_init(&r->failures, bench_request_modes[mode], mqc_now_ns());
 	bench_probe_read(o->metrics_url, &r->p0);
 	bench_cost_open(&r->cost); /* before the pool's thread and the workers: they count */
 	if (mode == 3)
 		return run_loop_mode(o, r);
-	struct shared s = { .o = o, .mode = mode, .run = run };
+	struct shared s = { .o = o, .mode = mode, .run = run, .failures = &r->failures };
 	pthread_mutex_init(&s.lock, NULL);
 	if (mode == 1) {
 		struct mqp_pool_options po = pool_options(o);
@@ -244,23 +403,28 @@ static int run_mode(const struct bench_opts *o, int mode, uint16_t run, struct m
 			fprintf(stderr, "mqbench: pool: %s: %s\n", mqp_strerror(rc), err);
 			return -1;
 		}
-		/* Warm: the pool's point is that connections exist before the first request. */
+		/* Warm: the pool's point is that connections exist before the first request (a pool
+		 * that cannot connect goes on at once: its requests say why). */
 		uint64_t warm = mqc_now_ns() + 5 * MQC_NS_PER_S;
 		struct mqp_pool_stats st;
 		do {
 			mqp_pool_stats(s.pool, &st, sizeof st);
 			nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
-		} while (st.ready < po.min_size && mqc_now_ns() < warm);
+		} while (st.ready < po.min_size && !(st.connects_failed && !st.connects_ok)
+		    && mqc_now_ns() < warm);
 	}
 	struct worker *w = calloc(o->concurrency, sizeof *w);
 	pthread_t *t = calloc(o->concurrency, sizeof *t);
 	bench_cost_start(&r->cost);
 	s.t0 = mqc_now_ns();
 	s.end = s.t0 + o->duration_ns;
+	bench_failures_ok(&r->failures, s.t0); /* --fail-after counts from the start of the run */
 	for (unsigned i = 0; i < o->concurrency; i++) {
 		w[i] = (struct worker) { .s = &s, .id = (int)i };
 		atomic_fetch_add(&s.running, 1);
 		snprintf(w[i].inbox_prefix, sizeof w[i].inbox_prefix, "%s/inbox", o->prefix);
+		bench_legacy_topics(o, i, w[i].topic, sizeof w[i].topic, w[i].reply_topic,
+		    sizeof w[i].reply_topic); /* checked to fit when the options were read */
 		mqc_hist_init(&w[i].lat, 10);
 		pthread_create(&t[i], NULL, worker_main, &w[i]);
 	}
@@ -354,12 +518,28 @@ int bench_run_request(const struct bench_opts *o)
 			else
 				cJSON_AddNullToObject(one, "cpu_us_per_request");
 			cJSON_AddStringToObject(one, "client", request_client(m));
+			cJSON *fails = cJSON_AddArrayToObject(one, "failures");
+			for (unsigned i = 0; i < r[m].failures.n; i++) {
+				cJSON *fc = cJSON_CreateObject();
+				cJSON_AddStringToObject(fc, "cause", r[m].failures.c[i].cause);
+				cJSON_AddNumberToObject(fc, "count", (double)r[m].failures.c[i].count);
+				cJSON_AddBoolToObject(fc, "connection", r[m].failures.c[i].connection);
+				cJSON_AddItemToArray(fails, fc);
+			}
+			if (atomic_load(&r[m].failures.give_up))
+				cJSON_AddStringToObject(one, "gave_up", r[m].failures.give_up_cause);
 		}
 		bench_result_print(root);
 	} else {
 		printf("request %s against %s: concurrency %u, %.1fs per mode, %s\n", o->pub_topic,
 		    o->net.broker, o->concurrency, (double)o->duration_ns / 1e9,
 		    o->rate > 0 ? "open loop" : "closed loop");
+		if (o->legacy)
+			printf("%s, the legacy model: replies on %s, matched by the request id the "
+			       "command\ncarries (what it cannot guarantee: another client subscribed to a "
+			       "reply topic sees\nthe replies; a late reply is told from the next only by "
+			       "its id)\n",
+			    o->net.conn.protocol == 4 ? "MQTT 3.1.1" : "MQTT 5", o->reply_template);
 		printf("%-10s %10s %10s %10s %10s %9s %9s %12s %8s %8s\n", "mode", "req/s", "p50", "p99",
 		    "p99.9", "errors", "connects", "disconnects", "sys/req", "CPU/req");
 		bool probe_read = false, probe_connects = false;
@@ -425,13 +605,33 @@ int bench_run_request(const struct bench_opts *o)
 			    bench_request_modes[m], bench_fmt_ns(r[m].lat.max, a, sizeof a),
 			    bench_fmt_ns(p99, b, sizeof b));
 		}
-		if (r[m].ran && r[m].done == 0) {
+		struct bench_failures *f = &r[m].failures;
+		if (r[m].ran && atomic_load(&f->give_up)) {
+			char d[24];
+			fprintf(stderr,
+			    "mqbench: %s: ended after %s with nothing but connection failures (--fail-after): "
+			    "%s\n",
+			    bench_request_modes[m], bench_fmt_ns(o->fail_after_ns, d, sizeof d),
+			    f->give_up_cause);
+			rc = 1;
+		} else if (r[m].ran && r[m].done == 0 && f->n) {
+			/* Name the first failure's cause: never blame the device for the broker's. */
+			fprintf(stderr, "mqbench: %s: no request got its reply: %s\n", bench_request_modes[m],
+			    f->c[0].cause);
+			rc = 1;
+		} else if (r[m].ran && r[m].done == 0) {
 			fprintf(stderr, "mqbench: %s: no request got its reply (is a device answering %s?)\n",
 			    bench_request_modes[m], o->pub_topic);
 			rc = 1;
 		}
+		if (r[m].ran && (r[m].errors || f->n)) {
+			char text[2048];
+			bench_failures_text(f, text, sizeof text);
+			fprintf(stderr, "mqbench: %s: failures by cause: %s\n", bench_request_modes[m], text);
+		}
 		if (r[m].ran)
 			mqc_hist_free(&r[m].lat);
+		bench_failures_free(f);
 	}
 	mosquitto_lib_cleanup();
 	return rc;

@@ -6,6 +6,7 @@ set -u
 MQB=$1
 RUN=$2
 RESPONDER=$3
+FAKE=$4 # tb-fake-broker
 tmp=$(mktemp -d /tmp/mqbench-test-XXXXXX)
 run_pid=""
 responder_pid=""
@@ -101,8 +102,8 @@ grep -q '"rss_before_bytes":[1-9][0-9]*,"rss_growth_per_held_connection":[0-9]' 
 # Refusals by their CONNACK reason, named.
 "$MQB" connect --broker "$MQTT_URL" --username "$MQTT_USERNAME" --password wrong --clients 5 --hold 0s \
   --json >"$tmp/cna.json" 2>/dev/null
-grep -q '"connack_refusals":{"135":{"reason":"Not authorized","count":5}}' "$tmp/cna.json" \
-  && pass "connect: 5 refused by CONNACK 135 'Not authorized', named" \
+grep -q '"connack_refusals":{"135":{"reason":"not authorized","count":5}}' "$tmp/cna.json" \
+  && pass "connect: 5 refused by CONNACK 135 'not authorized', named" \
   || fail "CONNACK reasons: $(grep -o '"counts":{[^}]*}' "$tmp/cna.json")"
 # max_connections: mosquitto 2.0 lets the TCP connection in and closes it before any CONNACK.
 # A broker of its own, fresh: 2.0.11 enforces the limit only until the first refusals.
@@ -118,8 +119,8 @@ small_user=(--username "$(sed -n 's/^MQTT_USERNAME=//p' "$tmp/env2")" --password
 rc=$?
 [ -n "$small_pid" ] && kill "$small_pid" 2>/dev/null
 if [ $rc = 1 ] && grep -q "closed_before_connack 3" "$tmp/cmax.err" &&
-   grep -q "closed before CONNACK: mosquitto does this at max_connections" "$tmp/cmax.out"; then
-  pass "max_connections 5: 3 of 8 closed before CONNACK, said so (not 'other')"
+   grep -q "not a protocol version problem (not confirmed that it speaks only 3.1.1); a broker at its connection limit" "$tmp/cmax.err"; then
+  pass "max_connections 5: 3 of 8 closed before CONNACK, a 3.1.1 CONNECT closed too: the limit, not the protocol"
 else
   fail "max_connections: rc $rc $(cat "$tmp/cmax.out" "$tmp/cmax.err" | tail -n 3)"
 fi
@@ -346,6 +347,47 @@ if [ $modes_ok = 3 ] && [ "${pool_connects:-99}" -le 3 ] && [ "$naive_connects" 
 else
   fail "request: $(head -c 600 "$tmp/req.json")"
 fi
+# The legacy model (MQTT 3.1.1): a device per worker, replies on {topic}/reply matched by id; the
+# pool keeps its connections (warm), naive connects per request.
+"$MQB" request --broker "$MQTT_URL" "${auth[@]}" --protocol 3.1.1 --concurrency 4 --duration 1s \
+  --pool-size 3 --metrics-url "$METRICS_URL" --json >"$tmp/leg.json" 2>"$tmp/leg.err" \
+  || fail "request --protocol 3.1.1: $(cat "$tmp/leg.err")"
+modes_ok=0
+for mode in naive pool dedicated; do
+  ok=$(grep -o "\"$mode\":{[^}]*\"ok\":[0-9]*" "$tmp/leg.json" | grep -o '[0-9]*$')
+  errs=$(grep -o "\"$mode\":{[^}]*\"errors\":[0-9]*" "$tmp/leg.json" | grep -o '[0-9]*$')
+  [ "${ok:-0}" -gt 0 ] && [ "${errs:-1}" = 0 ] && modes_ok=$((modes_ok + 1))
+done
+pool_connects=$(grep -o '"pool":{[^}]*"connects":[0-9]*' "$tmp/leg.json" | grep -o '[0-9]*$')
+pool_ok=$(grep -o '"pool":{[^}]*"ok":[0-9]*' "$tmp/leg.json" | grep -o '[0-9]*$')
+if [ $modes_ok = 3 ] && [ "${pool_connects:-99}" -le 3 ] && [ "${pool_ok:-0}" -gt 100 ]; then
+  pass "request --protocol 3.1.1: 3 modes answered; the pool's $pool_ok legacy requests used $pool_connects connections"
+else
+  fail "request --protocol 3.1.1: $(head -c 800 "$tmp/leg.json") $(tail -n 3 "$tmp/leg.err")"
+fi
+"$MQB" request --broker "$MQTT_URL" "${auth[@]}" --protocol 3.1.1 --mode loop --concurrency 4 \
+  --duration 1s --json >"$tmp/legl.json" 2>"$tmp/legl.err"
+loop_ok=$(grep -o '"loop":{"requests_per_second":[0-9.e+]*,"ok":[0-9]*' "$tmp/legl.json" | grep -o '[0-9]*$')
+[ "${loop_ok:-0}" -gt 100 ] && pass "request --protocol 3.1.1 --mode loop: $loop_ok requests" \
+  || fail "request --protocol 3.1.1 --mode loop: $(tail -n 3 "$tmp/legl.err")"
+# A broker that speaks only 3.1.1: said once, confirmed, with the switch; the mode gives up after
+# --fail-after with exit 1 instead of failing in a hot loop; the device is not blamed.
+"$FAKE" --mode v311-only >"$tmp/fake.out" 2>&1 &
+fake_pid=$!
+for _ in $(seq 50); do grep -q ready "$tmp/fake.out" && break; sleep 0.05; done
+fake_url=$(sed -n 's/^FAKE_BROKER_URL=//p' "$tmp/fake.out")
+"$MQB" request --broker "$fake_url" --mode all --concurrency 4 --duration 5s --fail-after 1s \
+  >"$tmp/f.out" 2>"$tmp/f.err"
+rc=$?
+kill "$fake_pid" 2>/dev/null; wait "$fake_pid" 2>/dev/null
+said=$(grep -c "does not accept MQTT 5 (confirmed: it accepted an MQTT 3.1.1 CONNECT" "$tmp/f.err")
+if [ $rc = 1 ] && grep -q "naive: ended after 1.000s with nothing but connection failures" "$tmp/f.err" &&
+   grep -q "pool: ended after 1.000s" "$tmp/f.err" && grep -q "use --protocol 3.1.1" "$tmp/f.err" &&
+   ! grep -q "is a device answering" "$tmp/f.err" && [ "$(grep -c '^mqbench: naive: the broker' "$tmp/f.err")" = 1 ]; then
+  pass "a 3.1.1-only broker: confirmed and named once per mode ($said lines), ended by --fail-after, exit 1"
+else
+  fail "a 3.1.1-only broker: rc $rc: $(cat "$tmp/f.err" | head -c 1500)"
+fi
 # A 2 s broker stall: closed loop hides it in the percentiles (and says so: max over 100x p99),
 # open loop shows it. 2 s, not 1: under a sanitizer on a loaded machine the closed loop's p99
 # reaches 12 ms, and a 1 s max is then only 80x it.
@@ -443,7 +485,7 @@ expect_exit 2 "--password: longer than MQTT allows" -- "$MQB" connect --broker "
 expect_exit 1 "connections failed: tls 3" -- "$MQB" connect --broker "$MQTTS_URL" --cafile "$CLIENT_CERT" "${auth[@]}" --clients 3
 expect_exit 1 "file descriptors; the limit here is" -- "$MQB" connect --broker "$MQTT_URL" --clients 1000000
 expect_exit 2 "--clients does not apply to the throughput scenario" -- "$MQB" throughput --broker "$MQTT_URL" --clients 5
-expect_exit 2 "--protocol does not apply to the request scenario" -- "$MQB" request --broker "$MQTT_URL" --protocol 3.1.1
+expect_exit 2 "--fail-after: expected a duration above zero" -- "$MQB" request --broker "$MQTT_URL" --fail-after 0s
 expect_exit 2 "--mode: expected naive, pool, dedicated, loop or all" -- "$MQB" request --broker "$MQTT_URL" --mode fast
 for sc in connect throughput fanout request; do
   "$MQB" $sc --help | grep -q -- "--broker URL" && pass "$sc --help" || fail "$sc --help"

@@ -6,14 +6,21 @@
 
 #include <errno.h>
 #include <mqtt_protocol.h>
+#include <netdb.h>
 #include <openssl/ssl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include "mqc_clock.h"
+#include "mqc_mqtt.h"
 #include "mqc_net.h"
 #include "mqc_random.h"
+#include "mqc_tls.h"
 
 const char *mqc_client_strerror(int rc)
 {
@@ -166,4 +173,198 @@ void mqc_client_close(struct mosquitto *m, int timeout_ms)
 		}
 	}
 	mosquitto_destroy(m);
+}
+
+/* --- why CONNECT failed ---------------------------------------------------------------------- */
+
+/* Bytes from fd (TLS with ssl) until want have arrived or the deadline passes. */
+static int read_until(int fd, SSL *ssl, unsigned char *buf, size_t want, uint64_t deadline)
+{
+	size_t got = 0;
+	while (got < want) {
+		int n = ssl ? SSL_read(ssl, buf + got, (int)(want - got))
+		            : (int)recv(fd, buf + got, want - got, 0);
+		if (n > 0) {
+			got += (size_t)n;
+			continue;
+		}
+		bool again = ssl ? SSL_get_error(ssl, n) == SSL_ERROR_WANT_READ
+		                 : n < 0 && (errno == EAGAIN || errno == EINTR);
+		uint64_t now = mqc_now_ns();
+		if (!again || now >= deadline)
+			return -1;
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		poll(&p, 1, (int)((deadline - now) / MQC_NS_PER_MS) + 1);
+	}
+	return 0;
+}
+
+/* One CONNECT at protocol (4 or 5) to o's broker: 1 with what when a CONNACK of that protocol
+ * came (any code), 0 with why not. */
+static int probe_v311(
+    const struct mqc_conn_opts *o, int protocol, unsigned timeout_ms, char *what, size_t len)
+{
+	uint64_t deadline = mqc_now_ns() + (uint64_t)timeout_ms * MQC_NS_PER_MS;
+	char service[8];
+	snprintf(service, sizeof service, "%d", o->url.port);
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai = NULL;
+	if (getaddrinfo(o->url.host, service, &hints, &ai) != 0 || !ai) {
+		snprintf(what, len, "it could not be resolved again");
+		return 0;
+	}
+	/* Blocking, within timeout_ms: SO_SNDTIMEO bounds connect(2) too. */
+	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
+	int fd = -1;
+	for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
+		fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+		if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	freeaddrinfo(ai);
+	if (fd < 0) {
+		snprintf(what, len, "the 3.1.1 CONNECT's TCP connect failed: %s", strerror(errno));
+		return 0;
+	}
+	SSL_CTX *ctx = NULL;
+	SSL *ssl = NULL;
+	int verdict = 0;
+	char err[256];
+	if (o->url.tls) {
+		ctx = mqc_tls_client_ctx(o->cafile, o->cert, o->key, o->url.host, err, sizeof err);
+		ssl = ctx ? SSL_new(ctx) : NULL;
+		if (!ssl || !SSL_set_fd(ssl, fd)) {
+			snprintf(what, len, "TLS for the 3.1.1 CONNECT: %.150s", ctx ? "out of memory" : err);
+			goto done;
+		}
+		SSL_set_tlsext_host_name(ssl, o->url.host);
+		if (SSL_connect(ssl) != 1) {
+			snprintf(what, len, "the 3.1.1 CONNECT's TLS handshake failed");
+			goto done;
+		}
+	}
+	char id[MQC_CLIENT_ID_MAX];
+	unsigned char pkt[1024];
+	size_t n = 0;
+	if (mqc_random_id(id, sizeof id, "mqc-check-") == 0)
+		n = mqc_mqtt_connect(pkt, sizeof pkt, protocol, id, o->username, o->password, 10);
+	if (!n
+	    || (ssl ? SSL_write(ssl, pkt, (int)n) != (int)n
+	            : send(fd, pkt, n, MSG_NOSIGNAL) != (ssize_t)n)) {
+		snprintf(what, len, "the 3.1.1 CONNECT could not be sent");
+		goto done;
+	}
+	unsigned char ack[4];
+	if (read_until(fd, ssl, ack, sizeof ack, deadline) != 0 || ack[0] != 0x20
+	    || (protocol == 4 ? ack[1] != 2 : ack[1] < 3)) {
+		snprintf(what, len, "an MQTT %s CONNECT got no CONNACK", protocol == 4 ? "3.1.1" : "5");
+		goto done;
+	}
+	verdict = 1;
+	if (ack[3] == 0)
+		snprintf(what, len, "it accepted an MQTT 3.1.1 CONNECT");
+	else
+		snprintf(what, len, "it answered an MQTT 3.1.1 CONNECT (return code %u: %s)", ack[3],
+		    mqc_mqtt_connack_text(ack[3], true));
+	static const unsigned char bye[] = { 0xE0, 0 };
+	if (ssl)
+		SSL_write(ssl, bye, sizeof bye);
+	else
+		send(fd, bye, sizeof bye, MSG_NOSIGNAL);
+done:
+	SSL_free(ssl);
+	SSL_CTX_free(ctx);
+	close(fd);
+	return verdict;
+}
+
+/* Verdicts by address, for a minute: a client failing in a loop asks the broker once. */
+struct verdict {
+	char key[MQC_URL_HOST_MAX + 16];
+	uint64_t until;
+	int confirmed;
+	char what[200];
+};
+static pthread_mutex_t verdicts_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct verdict verdicts[8];
+
+static int probe_cached(const struct mqc_conn_opts *o, bool close_case, char *what, size_t len)
+{
+	char key[sizeof verdicts[0].key];
+	snprintf(key, sizeof key, "%s:%d:%d", o->url.host, o->url.port, o->url.tls);
+	uint64_t now = mqc_now_ns();
+	pthread_mutex_lock(&verdicts_lock);
+	for (size_t i = 0; i < sizeof verdicts / sizeof *verdicts; i++)
+		if (verdicts[i].until > now && strcmp(verdicts[i].key, key) == 0) {
+			int confirmed = verdicts[i].confirmed;
+			snprintf(what, len, "%s", verdicts[i].what);
+			pthread_mutex_unlock(&verdicts_lock);
+			return confirmed;
+		}
+	pthread_mutex_unlock(&verdicts_lock);
+	char seen[200];
+	int confirmed = probe_v311(o, 4, 3000, seen, sizeof seen);
+	/* Closed without a CONNACK, then 3.1.1 accepted: was it the protocol, or a moment (a broker
+	 * at its connection limit that had room again)? An MQTT 5 CONNECT once more says. */
+	char again[200];
+	if (confirmed && close_case && probe_v311(o, 5, 3000, again, sizeof again)) {
+		confirmed = 0;
+		snprintf(seen, sizeof seen,
+		    "an MQTT 3.1.1 CONNECT was accepted, and so was an MQTT 5 "
+		    "CONNECT right after: it was not the protocol");
+	}
+	snprintf(what, len, "%s", seen);
+	pthread_mutex_lock(&verdicts_lock);
+	size_t oldest = 0;
+	for (size_t i = 1; i < sizeof verdicts / sizeof *verdicts; i++)
+		if (verdicts[i].until < verdicts[oldest].until)
+			oldest = i;
+	struct verdict *v = &verdicts[oldest];
+	snprintf(v->key, sizeof v->key, "%s", key);
+	snprintf(v->what, sizeof v->what, "%s", seen);
+	v->confirmed = confirmed;
+	v->until = now + 60 * MQC_NS_PER_S;
+	pthread_mutex_unlock(&verdicts_lock);
+	return confirmed;
+}
+
+bool mqc_client_explain_connect_failure(
+    const struct mqc_conn_opts *o, int protocol, int rc, const char *hint, char *out, size_t len)
+{
+	char where[MQC_URL_HOST_MAX + 32];
+	mqc_url_format(&o->url, where, sizeof where);
+	bool v5 = protocol != 4;
+	if (rc > 0 && !(v5 && rc == 0x84)) {
+		snprintf(out, len, "the broker at %s refused CONNECT: %s (%s %s%X)", where,
+		    mqc_mqtt_connack_text((unsigned)rc, !v5), v5 ? "reason code" : "MQTT 3.1.1 return code",
+		    v5 ? "0x" : "", (unsigned)rc);
+		return true;
+	}
+	const char *cause = rc > 0 ? "refused the MQTT 5 CONNECT's protocol version"
+	    : v5 ? "closed the connection in answer to an MQTT 5 CONNECT, without a CONNACK"
+	         : "closed the connection in answer to an MQTT 3.1.1 CONNECT, without a CONNACK";
+	if (!v5) {
+		snprintf(out, len,
+		    "the broker at %s %s (a broker at its connection limit - mosquitto's "
+		    "max_connections or its open-file limit - a proxy or a firewall does this)",
+		    where, cause);
+		return false;
+	}
+	char what[200];
+	if (probe_cached(o, rc <= 0, what, sizeof what)) {
+		snprintf(out, len, "the broker at %s does not accept MQTT 5 (confirmed: %s; it %s): use %s",
+		    where, what, cause, hint);
+		return true;
+	}
+	snprintf(out, len,
+	    "the broker at %s %s, and %s: not a protocol version problem (not confirmed that it "
+	    "speaks only 3.1.1); a broker at its connection limit (mosquitto's max_connections, or its "
+	    "open-file limit), a proxy or a firewall closes connections like this",
+	    where, cause, what);
+	return false;
 }

@@ -105,4 +105,22 @@ void mqc_client_close(struct mosquitto *m, int timeout_ms);
 /** The message for a libmosquitto result (strerror(errno) for MOSQ_ERR_ERRNO). */
 const char *mqc_client_strerror(int rc);
 
+/**
+ * Why CONNECT failed, for a client that asked for protocol (5 or 4), in one sentence with the
+ * broker's address, into out: rc is what on_connect got (a v5 reason code, or a 3.1.1 return
+ * code; libmosquitto reports a 3.1.1 broker's "unacceptable protocol version" to a v5 client
+ * as 0x84), or -1 when the connection closed before any CONNACK.
+ *
+ * When an MQTT 5 CONNECT was closed without a CONNACK or refused for its protocol version, it
+ * is made certain: one MQTT 3.1.1 CONNECT to the same address (at most 3 s; its verdict kept
+ * 60 s per address, so a client failing in a loop asks once) says whether the broker speaks only
+ * 3.1.1 - "does not accept MQTT 5 (confirmed: ...): use HINT" - or not ("not confirmed": a
+ * broker at its connection limit, a proxy...). hint: what the program's user changes
+ * ("--protocol 3.1.1").
+ * @return true when it is a refusal (a CONNACK code, or confirmed MQTT 5 not spoken), false for
+ *         a connection that closed for another reason.
+ */
+bool mqc_client_explain_connect_failure(
+    const struct mqc_conn_opts *o, int protocol, int rc, const char *hint, char *out, size_t len);
+
 #endif

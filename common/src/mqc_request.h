@@ -13,7 +13,14 @@
  * "Naive" is mqc_request_once(): connect, subscribe, request, disconnect - what a web handler
  * without a pool does. "Dedicated" keeps one requester per thread.
  *
- * A requester belongs to the thread that opened it.
+ * Legacy requests (the JavaScript mqtt-pool's model, and MQTT 3.1.1's only one) carry no
+ * Correlation Data: the device answers on a fixed reply topic, which the requester subscribes to
+ * when it opens; the reply is the first non-retained message there (with the payload given to
+ * mqc_requester_match(), when one was). Another client on the same reply topic sees the replies
+ * too: that is the model's limit.
+ *
+ * A requester belongs to the thread that opened it; the options it was opened with must outlive
+ * it (a connect failure is explained with them).
  *
  * On an event loop the naive request is a state machine instead (mqc_request_start): the loop
  * watches the requester's socket, calls mqc_request_step() when it is ready and keeps the
@@ -35,6 +42,8 @@ enum mqc_req_result {
 	MQC_REQ_DENIED,   /* the broker refused the SUBSCRIBE or (v5 PUBACK) the PUBLISH */
 	MQC_REQ_NOMEM,
 	MQC_REQ_PENDING, /* mqc_request_step: not done yet */
+	MQC_REQ_REFUSED, /* the broker refused CONNECT (a CONNACK code, or MQTT 5 it does not speak,
+	                    confirmed): err says why and what to change */
 };
 
 /** A reply: payload NUL-terminated (not counted in len), both malloc'd. */
@@ -52,6 +61,19 @@ struct mqc_requester;
  */
 int mqc_requester_open(const struct mqc_conn_opts *o, const char *inbox_prefix, uint64_t deadline,
     struct mqc_requester **out, char *err, size_t errlen);
+
+/**
+ * A legacy requester: connect at o->protocol (4 or 5) and subscribe to reply_topic, by deadline.
+ * @return as mqc_requester_open.
+ */
+int mqc_requester_open_legacy(const struct mqc_conn_opts *o, const char *reply_topic,
+    uint64_t deadline, struct mqc_requester **out, char *err, size_t errlen);
+
+/**
+ * Legacy: the next replies must carry exactly these payload bytes (a request id the device
+ * echoes); NULL: any message on the reply topic. Copied. MQC_REQ_OK or MQC_REQ_NOMEM.
+ */
+int mqc_requester_match(struct mqc_requester *r, const void *match, size_t len);
 
 /**
  * Publish one command at qos and wait for its reply until deadline. reply may be NULL (only
@@ -75,6 +97,11 @@ int mqc_request_once(const struct mqc_conn_opts *o, const char *inbox_prefix, co
  */
 int mqc_request_start(const struct mqc_conn_opts *o, const char *inbox_prefix, const char *topic,
     const void *payload, size_t len, int qos, struct mqc_requester **out, char *err, size_t errlen);
+
+/** mqc_request_start for a legacy device: replies on reply_topic (subscribed first). */
+int mqc_request_start_legacy(const struct mqc_conn_opts *o, const char *reply_topic,
+    const char *topic, const void *payload, size_t len, int qos, struct mqc_requester **out,
+    char *err, size_t errlen);
 
 /** The socket to watch, and whether to watch it for writing too (after every step). */
 int mqc_requester_fd(struct mqc_requester *r);

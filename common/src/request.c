@@ -17,8 +17,14 @@
 
 struct mqc_requester {
 	struct mosquitto *m;
+	const struct mqc_conn_opts *o; /* the caller's: for a connect failure's explanation */
+	int protocol;
+	bool legacy;      /* replies on a fixed reply topic (filter), no Correlation Data */
+	char filter[272]; /* what it subscribes to: the inbox's INBOX/#, or the reply topic */
+	void *match;      /* legacy: the reply's payload must be these bytes (NULL: any message) */
+	size_t match_len;
 	int connack; /* -1 until CONNACK */
-	bool lost;
+	bool lost, tcp_up;
 	int sub_mid, pub_mid;
 	bool subscribed, sub_refused, pub_refused;
 	bool got, nomem;
@@ -47,9 +53,12 @@ static void on_connect(struct mosquitto *m, void *obj, int rc, int f, const mosq
 static void on_disconnect(struct mosquitto *m, void *obj, int rc, const mosquitto_property *p)
 {
 	(void)m;
-	(void)rc;
 	(void)p;
-	((struct mqc_requester *)obj)->lost = true;
+	struct mqc_requester *r = obj;
+	r->lost = true;
+	/* End of stream: the broker closed a connection it had taken (a refused TCP connect is
+	 * MOSQ_ERR_ERRNO, a TLS failure MOSQ_ERR_TLS). */
+	r->tcp_up = rc == MOSQ_ERR_CONN_LOST;
 }
 
 static void on_subscribe(
@@ -79,11 +88,19 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 {
 	(void)m;
 	struct mqc_requester *r = obj;
-	void *corr = NULL;
-	uint16_t len = 0;
-	mosquitto_property_read_binary(props, MQTT_PROP_CORRELATION_DATA, &corr, &len, false);
-	bool ours = corr && len == CORR_LEN && memcmp(corr, r->corr, CORR_LEN) == 0;
-	free(corr);
+	bool ours;
+	if (r->legacy) { /* the reply topic, and the request's id when the caller gave one */
+		ours = strcmp(msg->topic, r->filter) == 0
+		    && (!r->match
+		        || ((size_t)msg->payloadlen == r->match_len
+		            && memcmp(msg->payload, r->match, r->match_len) == 0));
+	} else {
+		void *corr = NULL;
+		uint16_t len = 0;
+		mosquitto_property_read_binary(props, MQTT_PROP_CORRELATION_DATA, &corr, &len, false);
+		ours = corr && len == CORR_LEN && memcmp(corr, r->corr, CORR_LEN) == 0;
+		free(corr);
+	}
 	if (!ours || r->got || msg->retain) /* a retained copy is old news, never the answer */
 		return;
 	r->got = true;
@@ -132,8 +149,9 @@ static int waited(const struct mqc_requester *r, int rc)
 	return rc != MOSQ_ERR_SUCCESS || r->lost ? MQC_REQ_LOST : MQC_REQ_OK;
 }
 
-/* A requester with its client made and the connect started (not waited for). */
-static int start_connect(const struct mqc_conn_opts *o, const char *inbox_prefix,
+/* A requester with its client made and the connect started (not waited for). where: the inbox
+ * prefix (MQTT 5 requests), or the reply topic (legacy). */
+static int start_connect(const struct mqc_conn_opts *o, const char *where, bool legacy,
     struct mqc_requester **out, char *err, size_t errlen)
 {
 	*out = NULL;
@@ -144,31 +162,38 @@ static int start_connect(const struct mqc_conn_opts *o, const char *inbox_prefix
 	}
 	r->connack = -1;
 	r->url = o->url;
+	r->o = o;
+	r->legacy = legacy;
 	if (mqc_random_bytes(r->corr, 8) != 0) {
 		snprintf(err, errlen, "no random bytes: %s", strerror(errno));
 		free(r);
 		return MQC_REQ_NOMEM;
 	}
-	struct mqc_conn_opts v5 = *o; /* Response Topic and Correlation Data are v5 */
-	v5.protocol = 5;
+	struct mqc_conn_opts use = *o; /* Response Topic and Correlation Data are v5 */
+	if (!legacy)
+		use.protocol = 5;
+	r->protocol = use.protocol == 4 ? 4 : 5;
 	char id[MQC_CLIENT_ID_MAX];
-	r->m = mqc_client_new(&v5, r, id, err, errlen);
+	r->m = mqc_client_new(&use, r, id, err, errlen);
 	if (!r->m) {
 		free(r);
 		return MQC_REQ_CONNECT;
 	}
-	int n = snprintf(r->inbox, sizeof r->inbox, "%s/%s", inbox_prefix, id);
+	int n = legacy ? snprintf(r->filter, sizeof r->filter, "%s", where)
+	               : snprintf(r->inbox, sizeof r->inbox, "%s/%s", where, id);
 	if (n < 0 || (size_t)n >= sizeof r->inbox - 32) {
-		snprintf(err, errlen, "inbox prefix too long");
+		snprintf(err, errlen, legacy ? "reply topic too long" : "inbox prefix too long");
 		mqc_requester_abort(r);
 		return MQC_REQ_CONNECT;
 	}
+	if (!legacy)
+		snprintf(r->filter, sizeof r->filter, "%s/#", r->inbox);
 	mosquitto_connect_v5_callback_set(r->m, on_connect);
 	mosquitto_disconnect_v5_callback_set(r->m, on_disconnect);
 	mosquitto_subscribe_v5_callback_set(r->m, on_subscribe);
 	mosquitto_publish_v5_callback_set(r->m, on_publish);
 	mosquitto_message_v5_callback_set(r->m, on_message);
-	if (mqc_client_connect(r->m, &v5, err, errlen) != 0) {
+	if (mqc_client_connect(r->m, &use, err, errlen) != 0) {
 		mqc_requester_abort(r);
 		return MQC_REQ_CONNECT;
 	}
@@ -180,11 +205,16 @@ static int start_connect(const struct mqc_conn_opts *o, const char *inbox_prefix
  * the wait for it ended. */
 static int connect_result(struct mqc_requester *r, int rc, char *err, size_t errlen)
 {
-	if (r->connack > 0) { /* the broker closes right after a refusal: that is not the news */
-		snprintf(
-		    err, errlen, "the broker refused CONNECT: %s", mosquitto_reason_string(r->connack));
-		return MQC_REQ_CONNECT;
-	}
+	if (r->connack > 0) /* the broker closes right after a refusal: that is not the news */
+		return mqc_client_explain_connect_failure(
+		           r->o, r->protocol, r->connack, "--protocol 3.1.1", err, errlen)
+		    ? MQC_REQ_REFUSED
+		    : MQC_REQ_CONNECT;
+	if (rc == MQC_REQ_LOST && r->tcp_up) /* closed after the TCP (and TLS) connect: CONNECT's */
+		return mqc_client_explain_connect_failure(
+		           r->o, r->protocol, -1, "--protocol 3.1.1", err, errlen)
+		    ? MQC_REQ_REFUSED
+		    : MQC_REQ_CONNECT;
 	if (rc != MQC_REQ_OK) {
 		char where[MQC_URL_HOST_MAX + 32];
 		mqc_url_format(&r->url, where, sizeof where);
@@ -197,9 +227,9 @@ static int connect_result(struct mqc_requester *r, int rc, char *err, size_t err
 
 static int subscribe_inbox(struct mqc_requester *r)
 {
-	char filter[sizeof r->inbox + 2];
-	snprintf(filter, sizeof filter, "%s/#", r->inbox);
-	return mosquitto_subscribe_v5(r->m, &r->sub_mid, filter, 1, MQTT_SUB_OPT_NO_LOCAL, NULL)
+	/* MQTT 5: no local echo; 3.1.1 has no options */
+	int options = r->protocol == 5 ? MQTT_SUB_OPT_NO_LOCAL : 0;
+	return mosquitto_subscribe_v5(r->m, &r->sub_mid, r->filter, 1, options, NULL)
 	        == MOSQ_ERR_SUCCESS
 	    ? MQC_REQ_OK
 	    : MQC_REQ_LOST;
@@ -211,18 +241,18 @@ static int subscribe_result(struct mqc_requester *r, int rc, char *err, size_t e
 	if (rc == MQC_REQ_OK && r->sub_refused)
 		rc = MQC_REQ_DENIED;
 	if (rc != MQC_REQ_OK)
-		snprintf(err, errlen, "subscribing to %s/#: %s", r->inbox,
+		snprintf(err, errlen, "subscribing to %s: %s", r->filter,
 		    rc == MQC_REQ_DENIED     ? "refused by the broker"
 		        : rc == MQC_REQ_LOST ? "the connection closed"
 		                             : "timed out");
 	return rc;
 }
 
-int mqc_requester_open(const struct mqc_conn_opts *o, const char *inbox_prefix, uint64_t deadline,
-    struct mqc_requester **out, char *err, size_t errlen)
+static int open_any(const struct mqc_conn_opts *o, const char *where, bool legacy,
+    uint64_t deadline, struct mqc_requester **out, char *err, size_t errlen)
 {
 	struct mqc_requester *r;
-	int rc = start_connect(o, inbox_prefix, out, err, errlen);
+	int rc = start_connect(o, where, legacy, out, err, errlen);
 	if (rc != MQC_REQ_OK)
 		return rc;
 	r = *out;
@@ -243,6 +273,33 @@ int mqc_requester_open(const struct mqc_conn_opts *o, const char *inbox_prefix, 
 	return MQC_REQ_OK;
 }
 
+int mqc_requester_open(const struct mqc_conn_opts *o, const char *inbox_prefix, uint64_t deadline,
+    struct mqc_requester **out, char *err, size_t errlen)
+{
+	return open_any(o, inbox_prefix, false, deadline, out, err, errlen);
+}
+
+int mqc_requester_open_legacy(const struct mqc_conn_opts *o, const char *reply_topic,
+    uint64_t deadline, struct mqc_requester **out, char *err, size_t errlen)
+{
+	return open_any(o, reply_topic, true, deadline, out, err, errlen);
+}
+
+int mqc_requester_match(struct mqc_requester *r, const void *match, size_t len)
+{
+	free(r->match);
+	r->match = NULL;
+	r->match_len = 0;
+	if (!match)
+		return MQC_REQ_OK;
+	if (!(r->match = malloc(len ? len : 1)))
+		return MQC_REQ_NOMEM;
+	if (len)
+		memcpy(r->match, match, len);
+	r->match_len = len;
+	return MQC_REQ_OK;
+}
+
 /* Publish the command for request number ++seq; its reply will go to reply (or nowhere). */
 static int publish_command(struct mqc_requester *r, const char *topic, const void *payload,
     size_t len, int qos, struct mqc_req_reply *reply)
@@ -251,6 +308,11 @@ static int publish_command(struct mqc_requester *r, const char *topic, const voi
 	memcpy(r->corr + 8, &r->seq, sizeof r->seq);
 	r->got = r->pub_refused = r->nomem = false;
 	r->reply = reply;
+	if (r->legacy) /* the device knows where to answer */
+		return mosquitto_publish_v5(r->m, &r->pub_mid, topic, (int)len, payload, qos, false, NULL)
+		        == MOSQ_ERR_SUCCESS
+		    ? MQC_REQ_OK
+		    : MQC_REQ_LOST;
 	char response_topic[sizeof r->inbox + 24];
 	snprintf(
 	    response_topic, sizeof response_topic, "%s/%llu", r->inbox, (unsigned long long)r->seq);
@@ -299,6 +361,7 @@ void mqc_requester_close(struct mqc_requester *r)
 	mqc_client_close(r->m, 100);
 	free(r->topic);
 	free(r->payload);
+	free(r->match);
 	mqc_req_reply_free(&r->own);
 	free(r);
 }
@@ -329,10 +392,11 @@ int mqc_request_once(const struct mqc_conn_opts *o, const char *inbox_prefix, co
 
 /* --- on an event loop ----------------------------------------------------------------------- */
 
-int mqc_request_start(const struct mqc_conn_opts *o, const char *inbox_prefix, const char *topic,
-    const void *payload, size_t len, int qos, struct mqc_requester **out, char *err, size_t errlen)
+static int start_any(const struct mqc_conn_opts *o, const char *where, bool legacy,
+    const char *topic, const void *payload, size_t len, int qos, struct mqc_requester **out,
+    char *err, size_t errlen)
 {
-	int rc = start_connect(o, inbox_prefix, out, err, errlen);
+	int rc = start_connect(o, where, legacy, out, err, errlen);
 	if (rc != MQC_REQ_OK)
 		return rc;
 	struct mqc_requester *r = *out;
@@ -349,6 +413,19 @@ int mqc_request_start(const struct mqc_conn_opts *o, const char *inbox_prefix, c
 	r->len = len;
 	r->qos = qos;
 	return MQC_REQ_OK;
+}
+
+int mqc_request_start(const struct mqc_conn_opts *o, const char *inbox_prefix, const char *topic,
+    const void *payload, size_t len, int qos, struct mqc_requester **out, char *err, size_t errlen)
+{
+	return start_any(o, inbox_prefix, false, topic, payload, len, qos, out, err, errlen);
+}
+
+int mqc_request_start_legacy(const struct mqc_conn_opts *o, const char *reply_topic,
+    const char *topic, const void *payload, size_t len, int qos, struct mqc_requester **out,
+    char *err, size_t errlen)
+{
+	return start_any(o, reply_topic, true, topic, payload, len, qos, out, err, errlen);
 }
 
 int mqc_requester_fd(struct mqc_requester *r)

@@ -3,10 +3,7 @@
  * create.c - mqp_pool_new and mqp_pool_destroy: options, TLS context, the I/O thread.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +14,7 @@
 #include "conn.h"
 #include "io.h"
 #include "mqc_clock.h"
+#include "mqc_tls.h"
 #include "op.h"
 #include "pool.h"
 
@@ -70,39 +68,6 @@ static int fail(char *err, size_t len, int code, const char *detail)
 	if (err && len)
 		snprintf(err, len, "%s", detail);
 	return code;
-}
-
-/* One context for every connection: CA verification and the hostname (or IP) check on. */
-static SSL_CTX *make_ssl_ctx(const struct mqp_pool *p, char *err, size_t errlen)
-{
-	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-	char why[256] = "";
-	if (!ctx)
-		goto ssl_error;
-	/* No cafile: the system's trust store, as a browser or curl would use. */
-	if ((p->cafile ? SSL_CTX_load_verify_locations(ctx, p->cafile, NULL)
-	               : SSL_CTX_set_default_verify_paths(ctx))
-	    != 1)
-		goto ssl_error;
-	if (p->certfile
-	    && (SSL_CTX_use_certificate_chain_file(ctx, p->certfile) != 1
-	        || SSL_CTX_use_PrivateKey_file(ctx, p->keyfile, SSL_FILETYPE_PEM) != 1))
-		goto ssl_error;
-	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-	X509_VERIFY_PARAM *param = SSL_CTX_get0_param(ctx);
-	unsigned char ip[16];
-	if (inet_pton(AF_INET, p->url.host, ip) == 1 || inet_pton(AF_INET6, p->url.host, ip) == 1)
-		X509_VERIFY_PARAM_set1_ip_asc(param, p->url.host);
-	else
-		X509_VERIFY_PARAM_set1_host(param, p->url.host, 0);
-	return ctx;
-ssl_error:
-	ERR_error_string_n(ERR_get_error(), why, sizeof why);
-	if (err && errlen) /* never into why itself: snprintf must not read what it writes */
-		snprintf(err, errlen, "TLS setup failed (cafile %s, certfile %s): %s",
-		    p->cafile ? p->cafile : "the system's", p->certfile ? p->certfile : "none", why);
-	SSL_CTX_free(ctx);
-	return NULL;
 }
 
 void mqp_pool_options_init(struct mqp_pool_options *options)
@@ -213,7 +178,11 @@ mqp_err mqp_pool_new(const char *broker_url, const struct mqp_pool_options *opti
 	p->probe = (struct pconn) { .w = { .fd = -1 }, .probe = true };
 	p->opt.client_id_prefix = p->client_prefix;
 	p->opt.inbox_prefix = p->inbox_prefix;
-	if (p->url.tls && !(p->ssl_ctx = make_ssl_ctx(p, err, errlen))) {
+	/* One context for every connection (the CA loaded once): the certificate and the host name
+	 * (or IP address) are verified, always. */
+	if (p->url.tls
+	    && !(p->ssl_ctx
+	        = mqc_tls_client_ctx(p->cafile, p->certfile, p->keyfile, p->url.host, err, errlen))) {
 		pool_free(p);
 		return MQP_ETLS;
 	}

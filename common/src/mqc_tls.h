@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * mqc_tls.h - a TLS client context as every client of the project makes it (tls.c): the
+ * broker's certificate verified against cafile or the system's trust store, and its host name
+ * (or IP address) checked; a client certificate when given. The pool, mqbench's connect storm and
+ * the 3.1.1 check (mqc_probe.h) use it.
+ */
+#ifndef MQC_TLS_H
+#define MQC_TLS_H
+
+#include <stddef.h>
+
+typedef struct ssl_ctx_st SSL_CTX;
+
+/**
+ * A client context for host. cafile NULL: the system's store. certfile and keyfile go together.
+ * @return the context, or NULL with err saying which file or step failed.
+ */
+SSL_CTX *mqc_tls_client_ctx(const char *cafile, const char *certfile, const char *keyfile,
+    const char *host, char *err, size_t errlen);
+
+#endif

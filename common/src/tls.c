@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * tls.c - the project's TLS client context (mqc_tls.h).
+ */
+#include "mqc_tls.h"
+
+#include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+
+SSL_CTX *mqc_tls_client_ctx(const char *cafile, const char *certfile, const char *keyfile,
+    const char *host, char *err, size_t errlen)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	char why[256] = "";
+	if (!ctx)
+		goto ssl_error;
+	/* No cafile: the system's trust store, as a browser or curl would use. */
+	if ((cafile ? SSL_CTX_load_verify_locations(ctx, cafile, NULL)
+	            : SSL_CTX_set_default_verify_paths(ctx))
+	    != 1)
+		goto ssl_error;
+	if (certfile
+	    && (SSL_CTX_use_certificate_chain_file(ctx, certfile) != 1
+	        || SSL_CTX_use_PrivateKey_file(ctx, keyfile, SSL_FILETYPE_PEM) != 1))
+		goto ssl_error;
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	X509_VERIFY_PARAM *param = SSL_CTX_get0_param(ctx);
+	unsigned char ip[16];
+	if (inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1)
+		X509_VERIFY_PARAM_set1_ip_asc(param, host);
+	else
+		X509_VERIFY_PARAM_set1_host(param, host, 0);
+	return ctx;
+ssl_error:
+	ERR_error_string_n(ERR_get_error(), why, sizeof why);
+	if (err && errlen) /* never into why itself: snprintf must not read what it writes */
+		snprintf(err, errlen, "TLS setup failed (cafile %s, certfile %s): %s",
+		    cafile ? cafile : "the system's", certfile ? certfile : "none", why);
+	SSL_CTX_free(ctx);
+	return NULL;
+}
