@@ -151,14 +151,17 @@ struct mqp_pool_options {
 	}
 
 /**
- * How a pool on an application's event loop asks to be run (mqp_pool_options.loop). The pool
- * keeps watching its connections itself (an epoll instance): the loop watches one file
- * descriptor, mqp_pool_fd(), for reading, keeps one timer, and calls mqp_pool_process() when
- * either fires. Both hooks run on the loop's thread.
+ * How a pool on an application's event loop asks to be run (mqp_pool_options.loop). The loop
+ * watches the pool's descriptors (options.loop_watch: each of them; otherwise the one
+ * mqp_pool_fd()), keeps one timer, and calls mqp_pool_io() / mqp_pool_process() when they
+ * fire. Both hooks run on the loop's thread.
  */
 struct mqp_loop {
-	/* The pool needs mqp_pool_process() in timeout_ms (0: as soon as the loop can; -1: only
-	 * when the descriptor is readable). Replaces the previous request. */
+	/* The pool needs mqp_pool_process() in timeout_ms (-1: only when a descriptor is ready).
+	 * 0: at the end of this turn of the loop, after the callbacks of the I/O that is ready now
+	 * (libuv: a check handle; libevent: an active event) - calls made on the loop's thread
+	 * queue their packets and ask for this, so all of a turn's calls share one send per
+	 * connection. Replaces the previous request. */
 	void (*schedule)(void *data, long timeout_ms);
 	/* The pool is going away: stop watching mqp_pool_fd() (it is closed after this returns)
 	 * and stop the timer. May be NULL. */

@@ -15,7 +15,7 @@
  * Call mqp_event_pool_new on the base's thread: it is the pool's thread from then on. Each of the
  * pool's descriptors (its sockets, and the eventfd other threads' calls arrive on) is a
  * persistent event of the base's own (options.loop_watch: no epoll inside libevent's), its
- * deadlines one timer event.
+ * deadlines one timer event (activated at once for "at the end of this turn").
  */
 #ifndef MQTTPOOL_EVENT_H
 #define MQTTPOOL_EVENT_H
@@ -65,6 +65,11 @@ static void mqp_event__schedule(void *data, long timeout_ms)
 	struct mqp_event *a = (struct mqp_event *)data;
 	if (timeout_ms < 0) {
 		evtimer_del(a->timer);
+		return;
+	}
+	if (timeout_ms == 0) { /* this turn, after the events already active */
+		evtimer_del(a->timer);
+		event_active(a->timer, EV_TIMEOUT, 0);
 		return;
 	}
 	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };

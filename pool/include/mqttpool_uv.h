@@ -16,7 +16,9 @@
  *
  * Call mqp_uv_pool_new on the loop's thread: it is the pool's thread from then on. Each of the
  * pool's descriptors (its sockets, and the eventfd other threads' calls arrive on) is a uv_poll_t
- * of the loop's own (options.loop_watch: no epoll inside libuv's), its deadlines one uv_timer_t.
+ * of the loop's own (options.loop_watch: no epoll inside libuv's), its deadlines one uv_timer_t,
+ * and "at the end of this turn" a uv_check_t (with a uv_idle_t, so the turn's poll does not
+ * block first).
  */
 #ifndef MQTTPOOL_UV_H
 #define MQTTPOOL_UV_H
@@ -40,6 +42,8 @@ struct mqp_uv_watch {
 struct mqp_uv {
 	uv_loop_t *loop;
 	uv_timer_t timer;
+	uv_check_t soon;  /* runs the pool after this turn's I/O callbacks */
+	uv_idle_t nowait; /* while soon is armed: the turn's poll does not wait */
 	struct mqp_loop hooks;
 	mqp_pool *pool;
 	struct mqp_uv_watch *watches;
@@ -49,6 +53,19 @@ struct mqp_uv {
 static void mqp_uv__on_timer(uv_timer_t *h)
 {
 	mqp_pool_process(((struct mqp_uv *)h->data)->pool); /* may destroy the pool */
+}
+
+static void mqp_uv__on_soon(uv_check_t *h)
+{
+	struct mqp_uv *a = (struct mqp_uv *)h->data;
+	uv_check_stop(&a->soon);
+	uv_idle_stop(&a->nowait);
+	mqp_pool_process(a->pool); /* may destroy the pool */
+}
+
+static void mqp_uv__on_nowait(uv_idle_t *h)
+{
+	(void)h; /* its being active is what counts */
 }
 
 static void mqp_uv__on_poll(uv_poll_t *h, int status, int events)
@@ -62,6 +79,14 @@ static void mqp_uv__on_poll(uv_poll_t *h, int status, int events)
 static void mqp_uv__schedule(void *data, long timeout_ms)
 {
 	struct mqp_uv *a = (struct mqp_uv *)data;
+	if (timeout_ms == 0) {
+		uv_timer_stop(&a->timer);
+		uv_check_start(&a->soon, mqp_uv__on_soon);
+		uv_idle_start(&a->nowait, mqp_uv__on_nowait);
+		return;
+	}
+	uv_check_stop(&a->soon);
+	uv_idle_stop(&a->nowait);
 	if (timeout_ms < 0)
 		uv_timer_stop(&a->timer);
 	else
@@ -128,6 +153,8 @@ static void mqp_uv__cleanup(void *data)
 	while (a->watches) /* the pool unwatched all it had; nothing should be left */
 		mqp_uv__unwatch(&a->watches);
 	uv_close((uv_handle_t *)&a->timer, mqp_uv__closed);
+	uv_close((uv_handle_t *)&a->soon, mqp_uv__closed);
+	uv_close((uv_handle_t *)&a->nowait, mqp_uv__closed);
 }
 
 /**
@@ -152,13 +179,17 @@ static inline mqp_err mqp_uv_pool_new(uv_loop_t *loop, const char *broker_url,
 	o.loop = &a->hooks;
 	o.loop_watch = mqp_uv__watch;
 	uv_timer_init(loop, &a->timer);
-	a->timer.data = a;
-	a->handles = 1;
+	uv_check_init(loop, &a->soon);
+	uv_idle_init(loop, &a->nowait);
+	a->timer.data = a->soon.data = a->nowait.data = a;
+	a->handles = 3;
 	mqp_err rc = mqp_pool_new(broker_url, &o, &a->pool, err, err_len);
 	if (rc != MQP_OK) { /* no cleanup call: close what was opened here */
 		while (a->watches)
 			mqp_uv__unwatch(&a->watches);
 		uv_close((uv_handle_t *)&a->timer, mqp_uv__closed);
+		uv_close((uv_handle_t *)&a->soon, mqp_uv__closed);
+		uv_close((uv_handle_t *)&a->nowait, mqp_uv__closed);
 		return rc;
 	}
 	*out = a->pool;

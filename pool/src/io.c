@@ -569,7 +569,10 @@ void mqp__io_run(struct mqp_pool *p)
 static void reschedule(struct mqp_pool *p, bool after_run)
 {
 	uint64_t now = mqc_now_ns();
-	uint64_t wake = p->later || p->local ? now : next_wake(p, now);
+	bool unsent = false;
+	for (unsigned i = 0; i < p->opt.max_size && !unsent; i++)
+		unsent = p->conns[i].open && mqp__wire_pending(&p->conns[i].w);
+	uint64_t wake = p->later || p->local || unsent ? now : next_wake(p, now);
 	if (!after_run && wake >= p->scheduled_at)
 		return;
 	p->scheduled_at = wake;
@@ -661,8 +664,10 @@ int mqp__io_direct(struct mqp_pool *p, struct op *op, mqp_ticket *ticket)
 	p->busy = true;
 	p->defer_callbacks = true;
 	settle_local(p, false);
-	flush_all(p); /* its packets go now: the caller may not return to the loop for a while */
 	p->defer_callbacks = false;
+	/* Its packets wait for the end of the loop's turn (the loop runs the pool "as soon as it
+	 * can": mqttpool_uv.h after the turn's I/O callbacks), so every call of the turn shares one
+	 * send per connection. */
 	publish_gauges(p);
 	p->busy = false;
 	reschedule(p, false);

@@ -159,9 +159,11 @@ static void on_connect(
 	(void)props;
 	struct responder *r = obj;
 	if (rc != 0) {
-		fprintf(stderr, "responder: broker refused CONNECT: %s\n",
-		    r->o.net.conn.protocol == 5 ? mosquitto_reason_string(rc)
-		                                : mosquitto_connack_string(rc));
+		/* In words, a 3.1.1 return code as 3.1.1's; "does not accept MQTT 5" confirmed. */
+		char why[768];
+		mqc_client_explain_connect_failure(
+		    &r->o.net.conn, r->o.net.conn.protocol, rc, "--protocol 3.1.1", why, sizeof why);
+		fprintf(stderr, "responder: %s\n", why);
 		r->exit_code = 1;
 		r->stopping = true;
 		return;
@@ -199,6 +201,16 @@ static void on_disconnect(struct mosquitto *m, void *obj, int rc, const mosquitt
 	(void)m;
 	(void)props;
 	struct responder *r = obj;
+	if (!r->stopping && !r->connected && rc == MOSQ_ERR_CONN_LOST) {
+		/* Closed in answer to CONNECT, without a CONNACK: a broker that does not speak the
+		 * protocol asked for, or one at its connection limit. Which, is checked. */
+		char why[768];
+		mqc_client_explain_connect_failure(
+		    &r->o.net.conn, r->o.net.conn.protocol, -1, "--protocol 3.1.1", why, sizeof why);
+		fprintf(stderr, "responder: %s\n", why);
+		r->exit_code = 1;
+		r->stopping = true;
+	}
 	r->connected = false;
 	if (!r->stopping) {
 		fprintf(stderr, "responder: lost the broker connection: %s\n", mosquitto_strerror(rc));

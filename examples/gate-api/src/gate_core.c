@@ -165,7 +165,8 @@ int gate_http_status(int err)
 		case MQP_ECONNECT:
 		case MQP_ECONNLOST:
 		case MQP_ETLS:
-			return 502; /* the broker is unreachable */
+		case MQP_EREFUSED:
+			return 502; /* the broker is unreachable, or refuses the gateway */
 		case MQP_ECLOSED:
 		case MQP_EEXHAUSTED:
 			return 503; /* shutting down, or every pooled connection stayed busy */
@@ -184,6 +185,8 @@ const char *gate_error_code(int err)
 			return "device_timeout";
 		case MQP_ECONNECT:
 			return "broker_unreachable";
+		case MQP_EREFUSED:
+			return "broker_refused"; /* credentials, authorization, protocol version */
 		case MQP_ECONNLOST:
 			return "broker_connection_lost";
 		case MQP_EDENIED:

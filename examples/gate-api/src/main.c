@@ -3,9 +3,9 @@
  * gate-api - POST /devices/{id}/commands/{name}: send a command to a device over MQTT and answer
  * with its reply as JSON, through libmqttpool (or, on /naive/..., a connection per request).
  *
- * Server model: one event loop per worker (default: per core), each with a libmicrohttpd daemon
- * in external epoll mode and a pool on the same loop (server.h). This file: the command line,
- * signals and the lifecycle.
+ * Server model: one event loop per worker (default: per core), each with its HTTP connections
+ * and a pool on the same loop (server.h). This file: the command line, signals and the
+ * lifecycle.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -39,6 +39,7 @@ enum {
 	O_MAX_CONNECTIONS,
 	O_WORKERS,
 	O_DRAIN,
+	O_REPLY_TEMPLATE,
 };
 
 static const struct mqc_cli_opt options[] = {
@@ -82,6 +83,11 @@ static const struct mqc_cli_opt options[] = {
 	    "on SIGINT/SIGTERM: stop accepting, finish commands in\nflight for at most D (default "
 	    "10s), then exit 0",
 	    0 },
+	{ "reply-topic-template", O_REPLY_TEMPLATE, "T",
+	    "the legacy model (implied by --protocol 3.1.1): devices answer\non T, {prefix} {id} "
+	    "{command} replaced (default\n{prefix}/{id}/replies); one command per device at a time in "
+	    "the\npool, the first message on T is the reply",
+	    0 },
 	MQC_CLI_END,
 };
 
@@ -101,6 +107,11 @@ static int on_option(const struct mqc_cli *cli, int key, const char *name, const
 	switch (key) {
 		case O_LISTEN:
 			st->listen = value;
+			return 0;
+		case O_REPLY_TEMPLATE:
+			if (!*value || strpbrk(value, "+#"))
+				return mqc_cli_bad(cli, name, value, "a topic without wildcards");
+			g->reply_template = value;
 			return 0;
 		case O_TOPIC_PREFIX:
 			if (!*value || strpbrk(value, "+#") || value[strlen(value) - 1] == '/')
@@ -248,7 +259,7 @@ int main(int argc, char **argv)
 		         "shutting down,\n504 device timeout.",
 		.version = "mqp-gate-api " MQTTPOOL_VERSION,
 		.opts = options,
-		.conn_opts = MQC_CLI_BROKER | MQC_CLI_QOS,
+		.conn_opts = MQC_CLI_BROKER | MQC_CLI_QOS | MQC_CLI_PROTOCOL,
 		.conn = &conn,
 		.on_option = on_option,
 		.ctx = &st,
@@ -263,6 +274,9 @@ int main(int argc, char **argv)
 	g.qos = conn.qos;
 	g.naive = conn.conn;
 	g.broker = conn.broker;
+	po.protocol = conn.conn.protocol == 4 ? 4 : 5;
+	if (conn.conn.protocol == 4 && !g.reply_template)
+		g.reply_template = "{prefix}/{id}/replies";
 	po.username = conn.conn.username;
 	po.password = conn.conn.password;
 	po.cafile = conn.conn.cafile;
@@ -313,10 +327,29 @@ int main(int argc, char **argv)
 		mosquitto_lib_cleanup();
 		return 1;
 	}
+	/* A broker that refuses the gateway (credentials, authorization, a protocol it does not
+	 * speak) will refuse every command: say so and stop. One that cannot be reached now may be
+	 * later: serve (commands get 502 with the reason meanwhile, /healthz 503 says why). */
+	char why[512] = "";
+	int broker = gate_server_broker_check(
+	    server, g.pool.connect_timeout_ms ? g.pool.connect_timeout_ms : 5000, why, sizeof why);
+	if (broker < 0) {
+		fprintf(stderr, "mqp-gate-api: the broker refuses the gateway: %s%s\n", why,
+		    strstr(why, "does not accept MQTT 5") ? " (for mqp-gate-api: --protocol 3.1.1)" : "");
+		uint64_t ok[GATE_BACKENDS];
+		gate_server_stop(server, 0, ok);
+		mosquitto_lib_cleanup();
+		return 1;
+	}
+	if (broker > 0)
+		fprintf(stderr,
+		    "mqp-gate-api: no broker connection yet (serving; commands get 502 until "
+		    "there is): %s\n",
+		    why);
 	char addr[INET_ADDRSTRLEN];
 	inet_ntop(AF_INET, &g.listen.sin_addr, addr, sizeof addr);
-	printf("GATE_API_READY url=http://%s:%u broker=%s workers=%u\n", addr, gate_server_port(server),
-	    g.broker, workers);
+	printf("GATE_API_READY url=http://%s:%u broker=%s workers=%u%s\n", addr,
+	    gate_server_port(server), g.broker, workers, g.reply_template ? " model=legacy" : "");
 	fflush(stdout);
 
 	int sig = 0;

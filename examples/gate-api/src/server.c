@@ -2,31 +2,34 @@
 /*
  * server.c - gate-api's event-driven HTTP server: see server.h.
  *
- * Per worker, everything below runs on the worker's thread: libmicrohttpd's callbacks (from
- * MHD_run, called when the daemon's epoll descriptor is readable or its timeout passes), the
- * pool's callbacks (from mqp_pool_process, through mqttpool_uv.h), the naive requests' socket
- * and timer callbacks, and the per-connection deadline and hang-up watchers. The only shared
- * state is the counters (atomics) and the per-address table (a mutex, taken per connection, not
- * per request).
+ * Per worker, everything below runs on the worker's thread, from one libuv loop: the HTTP
+ * connections (libuv streams; requests parsed by http-parser from the bytes of each read), the
+ * pool's sockets and callbacks (mqttpool_uv.h: the loop watches them itself), the naive
+ * requests' sockets and timers, and the per-connection deadlines. One epoll set, one
+ * epoll_wait a turn; a keep-alive request costs its read and its write. The only shared state is
+ * the counters (atomics) and the per-address table (a mutex, taken per connection, not per
+ * request).
  *
- * Lifetimes: a struct conn lives from libmicrohttpd's STARTED notification to CLOSED (then its
- * libuv handles close and it frees itself); a struct call from the request's headers to
- * on_completed; a struct naive_op until its handles close. A suspended call always completes
- * (reply, timeout, error, or cancel when its client goes away) before its connection resumes,
- * and the worker completes every call before it stops its daemon.
+ * Lifetimes: a struct conn lives from its accept until its handles close (then it frees itself);
+ * a struct call from the first byte of a request to its response being handed to the kernel (or
+ * the end of its connection); a struct naive_op until its handles close. A call that waits for a
+ * device always completes (reply, timeout, error, or cancel when its client goes away) before
+ * its connection reads the next request, and the worker completes every call before it closes.
  */
 #define _GNU_SOURCE
 #include "server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <microhttpd.h>
+#include <http_parser.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <uthash.h>
@@ -37,6 +40,15 @@
 #include "mqc_strutil.h"
 #include "mqttpool_uv.h"
 
+enum {
+	URL_MAX = 4096,         /* a request target longer than this is a 400 */
+	HEADERS_MAX = 32768,    /* all the headers of a request (http-parser enforces it) */
+	HELD_MAX = 65536,       /* bytes read ahead (pipelined) while a request is served */
+	READ_BUF = 65536,       /* the worker's one read buffer: every connection reads into it */
+	LINGER_MS = 2000,       /* after an answer that closes: how long its rest is read away */
+	LINGER_BYTES = 1 << 20, /* ... and how much of it at most */
+};
+
 struct addr_count {
 	uint32_t addr;
 	unsigned n;
@@ -45,6 +57,7 @@ struct addr_count {
 
 struct worker;
 struct naive_op;
+struct call;
 
 struct gate_server {
 	struct gate_config cfg;
@@ -59,62 +72,55 @@ struct gate_server {
 	struct addr_count *addrs; /* connections per client address, every worker's */
 };
 
-struct worker {
-	struct gate_server *s;
-	unsigned index;
-	pthread_t thread;
-	bool thread_started;
-	uv_loop_t loop;
-	uv_poll_t http;        /* the daemon's epoll descriptor */
-	uv_timer_t http_timer; /* the daemon's next timeout */
-	uv_check_t resumed;    /* connections were resumed: run the daemon after this loop pass */
-	uv_async_t stop;       /* gate_server_stop */
-	uv_timer_t drain;      /* while draining: whether everything is done */
-	struct MHD_Daemon *d;
-	mqp_pool *pool;
-	struct naive_op *naive_ops; /* in flight */
-	unsigned active;            /* HTTP requests from their headers until their response is sent */
-	uint64_t drain_deadline;
-	bool drained;
-	unsigned port; /* to bind (0: any), then bound */
-	sem_t started;
-	int start_rc;
-	char err[256];
-};
-
 /* An HTTP connection. */
 struct conn {
+	uv_tcp_t tcp; /* first: libuv hands back &tcp */
 	struct worker *w;
-	struct MHD_Connection *mc;
-	int fd;
+	struct conn *prev, *next; /* the worker's open connections */
 	uint32_t addr;
-	bool counted, refused, hup_ok; /* counted: in connections and the address's count */
-	uv_timer_t deadline;           /* --request-deadline, armed until a request is in */
-	uv_poll_t hup;                 /* the client going away (it matters while a command waits) */
-	struct call *waiting;
+	bool counted;   /* in connections and the address's count */
+	bool closing;   /* uv_close called */
+	bool writing;   /* a response is with uv_write */
+	bool lingering; /* answered and half-closed: what still comes is read away */
+	bool stopped;   /* reading stopped: too much read ahead */
+	bool parsing;   /* inside http_parser_execute: its callbacks must not feed it again */
+	bool eof;       /* the client is gone: close once the answer is out */
+	bool bad;       /* not HTTP: the answer closes */
+	size_t lingered;
+	uv_timer_t timer; /* --request-deadline until a request is in; the linger's end */
+	http_parser parser;
+	struct call *call; /* the request being read or served */
+	char *held;        /* read while a request is served (pipelined requests) */
+	size_t held_len;
 	int handles;
 };
 
-enum call_state { CALL_NEW, CALL_WAITING, CALL_DONE };
+enum call_state { CALL_READING, CALL_WAITING, CALL_DONE };
 
 /* An HTTP request. */
 struct call {
 	struct conn *cn;
-	int status; /* nonzero: already decided (bad route) */
+	enum call_state state;
+	char url[URL_MAX + 1];
+	size_t url_len;
+	bool url_long;
+	bool field_expect, expect_continue, head;
+	char value[32];
+	size_t value_len;
+	int status; /* nonzero: already decided (a bad route) */
 	char why[256];
 	struct gate_route route;
 	char *body;
 	size_t len;
 	bool too_big;
-	enum call_state state;
 	bool client_gone;
 	mqp_ticket ticket;      /* the pool route's request */
 	struct naive_op *naive; /* the naive route's, while it runs */
 	uint64_t t0, took;
 	int rc;
-	void *reply; /* NULL-terminated copy, or NULL when too large */
+	void *reply; /* NUL-terminated copy, or NULL when too large */
 	size_t reply_len;
-	char err[256]; /* why rc, when the route said */
+	char err[512]; /* why rc, when the route said */
 };
 
 /* A /naive request in flight. */
@@ -127,6 +133,31 @@ struct naive_op {
 	int handles;
 	struct naive_op *prev, *next;
 };
+
+struct worker {
+	struct gate_server *s;
+	unsigned index;
+	pthread_t thread;
+	bool thread_started;
+	uv_loop_t loop;
+	uv_tcp_t listener;
+	bool listening;
+	uv_async_t stop;  /* gate_server_stop */
+	uv_timer_t drain; /* while draining: whether everything is done */
+	mqp_pool *pool;
+	struct naive_op *naive_ops; /* in flight */
+	struct conn *conns;         /* open */
+	unsigned active;            /* HTTP requests from their first byte until their response */
+	uint64_t drain_deadline;
+	bool drained;
+	unsigned port; /* to bind (0: any), then bound */
+	sem_t started;
+	int start_rc;
+	char err[256];
+	char rbuf[READ_BUF];
+};
+
+static http_parser_settings parser_settings;
 
 /* --- logging ------------------------------------------------------------------------------- */
 
@@ -145,8 +176,7 @@ static void log_limitedv(const char *fmt, va_list ap)
 		return;
 	}
 	if (suppressed)
-		fprintf(stderr, "mqp-gate-api: (%lu more HTTP server messages in the last second)\n",
-		    suppressed);
+		fprintf(stderr, "mqp-gate-api: (%lu more messages in the last second)\n", suppressed);
 	suppressed = 0;
 	last_ns = now;
 	fprintf(stderr, "mqp-gate-api: ");
@@ -154,12 +184,7 @@ static void log_limitedv(const char *fmt, va_list ap)
 	pthread_mutex_unlock(&lock);
 }
 
-static void log_mhd(void *cls, const char *fmt, va_list ap)
-{
-	(void)cls;
-	log_limitedv(fmt, ap);
-}
-
+static void log_limited(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void log_limited(const char *fmt, ...)
 {
 	va_list ap;
@@ -168,81 +193,308 @@ static void log_limited(const char *fmt, ...)
 	va_end(ap);
 }
 
-/* --- responses ----------------------------------------------------------------------------- */
-
-static enum MHD_Result send_text(
-    struct MHD_Connection *mc, int status, const char *type, char *text, bool retry_after)
+/* The pool's messages (connect failures, their verdicts): in the gateway's log. */
+static void on_pool_log(void *userdata, int level, const char *message)
 {
-	if (!text)
-		return MHD_NO; /* out of memory: drop the connection */
-	struct MHD_Response *r
-	    = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-	if (!r) {
-		free(text);
-		return MHD_NO;
-	}
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-	if (status == 405)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST, GET, HEAD");
-	if (retry_after)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-	enum MHD_Result ret = MHD_queue_response(mc, (unsigned)status, r);
-	MHD_destroy_response(r);
-	return ret;
+	(void)userdata;
+	(void)level;
+	log_limited("%s\n", message);
 }
 
-static enum MHD_Result send_error(struct gate_server *s, struct MHD_Connection *mc,
-    const struct gate_route *route, int status, const char *code, const char *message)
+/* --- connections: closing ----------------------------------------------------------------- */
+
+static void conn_closed(uv_handle_t *h)
 {
+	struct conn *cn = h->data;
+	if (--cn->handles == 0) {
+		free(cn->held);
+		free(cn);
+	}
+}
+
+static void end_call(struct conn *cn);
+
+/* Close cn now. A call still waiting for its device is cancelled and completes later (it holds
+ * no pointer the close invalidates: the conn is freed only when its handles have closed, and a
+ * completion finds call->client_gone). */
+static void conn_close(struct conn *cn)
+{
+	if (cn->closing)
+		return;
+	cn->closing = true;
+	struct worker *w = cn->w;
+	if (cn->prev)
+		cn->prev->next = cn->next;
+	else
+		w->conns = cn->next;
+	if (cn->next)
+		cn->next->prev = cn->prev;
+	if (cn->counted) {
+		pthread_mutex_lock(&w->s->addr_lock);
+		struct addr_count *e;
+		HASH_FIND(hh, w->s->addrs, &cn->addr, sizeof cn->addr, e);
+		if (e && --e->n == 0) {
+			HASH_DEL(w->s->addrs, e);
+			free(e);
+		}
+		pthread_mutex_unlock(&w->s->addr_lock);
+		atomic_fetch_sub(&w->s->connections, 1);
+		cn->counted = false;
+	}
+	if (cn->call && cn->call->state != CALL_WAITING)
+		end_call(cn);
+	uv_close((uv_handle_t *)&cn->timer, conn_closed);
+	uv_close((uv_handle_t *)&cn->tcp, conn_closed);
+}
+
+/* --- responses ----------------------------------------------------------------------------- */
+
+static const char *reason_phrase(int status)
+{
+	switch (status) {
+		case 100:
+			return "Continue";
+		case 200:
+			return "OK";
+		case 400:
+			return "Bad Request";
+		case 403:
+			return "Forbidden";
+		case 404:
+			return "Not Found";
+		case 405:
+			return "Method Not Allowed";
+		case 413:
+			return "Content Too Large";
+		case 502:
+			return "Bad Gateway";
+		case 503:
+			return "Service Unavailable";
+		case 504:
+			return "Gateway Timeout";
+		default:
+			return "Internal Server Error";
+	}
+}
+
+static void arm_deadline(struct conn *cn);
+static void feed(struct conn *cn, const char *data, size_t len);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+
+struct write_req {
+	uv_write_t req;
+	struct conn *cn;
+	bool close_after;
+	char data[];
+};
+
+static void linger_end(uv_timer_t *h)
+{
+	conn_close(h->data);
+}
+
+/* Answered, and the connection ends: half-close it and read what the client still sends for a
+ * while (a client in the middle of a body would otherwise get a reset instead of the answer). */
+static void linger(struct conn *cn)
+{
+	if (cn->closing)
+		return;
+	cn->lingering = true;
+	uv_os_fd_t fd;
+	if (uv_fileno((uv_handle_t *)&cn->tcp, &fd) == 0)
+		shutdown(fd, SHUT_WR);
+	uv_timer_start(&cn->timer, linger_end, LINGER_MS, 0);
+	if (cn->stopped) {
+		cn->stopped = false;
+		uv_read_start((uv_stream_t *)&cn->tcp, on_alloc, on_read);
+	}
+}
+
+/* After a response went to the kernel: the next request (read ahead, or to come), or the end. */
+static void after_response(struct conn *cn, bool close_after)
+{
+	if (cn->eof) {
+		conn_close(cn);
+		return;
+	}
+	if (close_after) {
+		linger(cn);
+		return;
+	}
+	arm_deadline(cn); /* the next request on this connection gets its own deadline */
+	if (cn->parsing)
+		return; /* answered from a parser callback: feed() goes on with what follows */
+	http_parser_pause(&cn->parser, 0);
+	if (cn->stopped) {
+		cn->stopped = false;
+		uv_read_start((uv_stream_t *)&cn->tcp, on_alloc, on_read);
+	}
+	if (cn->held_len) { /* pipelined: the next request is already here */
+		char *held = cn->held;
+		size_t len = cn->held_len;
+		cn->held = NULL;
+		cn->held_len = 0;
+		feed(cn, held, len);
+		free(held);
+	}
+}
+
+static void on_written(uv_write_t *req, int status)
+{
+	struct write_req *wr = (struct write_req *)req;
+	struct conn *cn = wr->cn;
+	bool close_after = wr->close_after;
+	free(wr);
+	cn->writing = false;
+	if (cn->closing)
+		return;
+	if (status < 0)
+		conn_close(cn);
+	else
+		after_response(cn, close_after);
+}
+
+/* Hand text to the kernel: one write when it takes it all (nearly always), else the rest through
+ * uv_write. While it is written the connection parses nothing more. */
+static void send_bytes(struct conn *cn, char *text, size_t len, bool close_after)
+{
+	if (cn->closing)
+		return;
+	uv_buf_t b = uv_buf_init(text, (unsigned)len);
+	int n = uv_try_write((uv_stream_t *)&cn->tcp, &b, 1);
+	if (n == UV_EAGAIN || n == UV_ENOSYS)
+		n = 0;
+	if (n < 0) {
+		conn_close(cn);
+		return;
+	}
+	if ((size_t)n == len) {
+		after_response(cn, close_after);
+		return;
+	}
+	struct write_req *wr = malloc(sizeof *wr + len - (size_t)n);
+	if (!wr) {
+		conn_close(cn);
+		return;
+	}
+	memcpy(wr->data, text + n, len - (size_t)n);
+	wr->cn = cn;
+	wr->close_after = close_after;
+	b = uv_buf_init(wr->data, (unsigned)(len - (size_t)n));
+	cn->writing = true;
+	http_parser_pause(&cn->parser, 1);
+	if (uv_write(&wr->req, (uv_stream_t *)&cn->tcp, &b, 1, on_written) != 0) {
+		free(wr);
+		cn->writing = false;
+		conn_close(cn);
+	}
+}
+
+/* The response to cn's call: status, headers, body (text, malloc'd; NULL: out of memory), and the
+ * end of the call. */
+static void respond_text(
+    struct conn *cn, int status, const char *type, char *text, bool retry_after, bool close)
+{
+	struct call *c = cn->call;
+	if (!text) {
+		conn_close(cn);
+		return;
+	}
+	bool v10 = cn->parser.http_major == 1 && cn->parser.http_minor == 0;
+	bool head = c && c->head;
+	size_t blen = strlen(text);
+	char header[512];
+	int n = snprintf(header, sizeof header,
+	    "HTTP/1.%d %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s\r\n", v10 ? 0 : 1,
+	    status, reason_phrase(status), type, blen,
+	    status == 405 ? "Allow: POST, GET, HEAD\r\n" : "", retry_after ? "Retry-After: 1\r\n" : "",
+	    close     ? "Connection: close\r\n"
+	        : v10 ? "Connection: keep-alive\r\n"
+	              : "");
+	size_t total = (size_t)n + (head ? 0 : blen);
+	char *out = malloc(total);
+	if (!out) {
+		free(text);
+		conn_close(cn);
+		return;
+	}
+	memcpy(out, header, (size_t)n);
+	if (!head)
+		memcpy(out + n, text, blen);
+	free(text);
+	end_call(cn);
+	send_bytes(cn, out, total, close);
+	free(out);
+}
+
+/* Whether cn stays open after this response (the client's wish, and the server's state). */
+static bool closes(struct conn *cn, int status)
+{
+	return cn->bad || status == 413 || !http_should_keep_alive(&cn->parser)
+	    || atomic_load(&cn->w->s->stopping);
+}
+
+static void respond_error(struct conn *cn, const struct gate_route *route, int status,
+    const char *code, const char *message)
+{
+	struct gate_server *s = cn->w->s;
 	if (route && route->kind == GATE_COMMAND)
 		gate_count(&s->counters, route->backend, status);
-	return send_text(mc, status, "application/json", gate_error_json(code, message), status == 503);
+	respond_text(cn, status, "application/json", gate_error_json(code, message), status == 503,
+	    closes(cn, status));
 }
 
 /* A command's answer, once it is done. */
-static enum MHD_Result respond(struct worker *w, struct call *c)
+static void respond_command(struct worker *w, struct call *c)
 {
 	struct gate_server *s = w->s;
+	struct conn *cn = c->cn;
 	const struct gate_route *rt = &c->route;
-	struct MHD_Connection *mc = c->cn->mc;
-	if (c->client_gone)
-		return MHD_NO; /* nobody to answer: close */
-	char why[256] = "";
+	char why[512] = "";
 	if (c->rc == MQP_OK && !c->reply) {
 		snprintf(why, sizeof why, "device %s answered %s with more than %zu bytes (--max-reply)",
 		    rt->device, rt->command, s->cfg.max_reply);
-		return send_error(s, mc, rt, 502, "reply_too_large", why);
+		respond_error(cn, rt, 502, "reply_too_large", why);
+		return;
 	}
 	if (c->rc == MQP_OK) {
 		gate_observe_duration(&s->counters, rt->backend, c->took);
 		gate_count(&s->counters, rt->backend, 200);
-		char *text = gate_reply_json(rt, c->reply, c->reply_len, c->took);
-		return send_text(mc, 200, "application/json", text, false);
+		respond_text(cn, 200, "application/json",
+		    gate_reply_json(rt, c->reply, c->reply_len, c->took), false, closes(cn, 200));
+		return;
 	}
 	if (c->rc == MQP_ETIMEDOUT)
 		snprintf(why, sizeof why, "device %s did not answer %s within %u ms", rt->device,
 		    rt->command, s->cfg.timeout_ms);
-	else if ((c->rc == MQP_ECONNECT || c->rc == MQP_ECONNLOST) && rt->backend == GATE_POOL)
+	else if ((c->rc == MQP_ECONNECT || c->rc == MQP_EREFUSED || c->rc == MQP_ECONNLOST)
+	    && rt->backend == GATE_POOL)
 		mqp_pool_last_error(w->pool, why, sizeof why);
 	else if (rt->backend == GATE_NAIVE)
 		snprintf(why, sizeof why, "%s", c->err);
 	if (!why[0])
 		snprintf(why, sizeof why, "%s", mqp_strerror(c->rc));
-	return send_error(s, mc, rt, gate_http_status(c->rc), gate_error_code(c->rc), why);
+	respond_error(cn, rt, gate_http_status(c->rc), gate_error_code(c->rc), why);
+}
+
+/* The call is answered (or its connection gone): free it. */
+static void end_call(struct conn *cn)
+{
+	struct call *c = cn->call;
+	if (!c)
+		return;
+	cn->call = NULL;
+	free(c->body);
+	free(c->reply);
+	free(c);
+	cn->w->active--;
 }
 
 /* --- completing a command ------------------------------------------------------------------ */
 
-static void http_run(struct worker *w);
-
-static void on_resumed(uv_check_t *h)
-{
-	uv_check_stop(h);
-	http_run(h->data);
-}
-
-/* The command is done (reply: a malloc'd copy or NULL): resume the connection; libmicrohttpd
- * calls on_request again, which answers. */
+/* The command is done (reply: a malloc'd copy or NULL): answer, or, when its client went away,
+ * let the call go with its connection. */
 static void complete(struct call *c, int rc, void *reply, size_t reply_len)
 {
 	struct conn *cn = c->cn;
@@ -252,11 +504,12 @@ static void complete(struct call *c, int rc, void *reply, size_t reply_len)
 	c->reply_len = reply_len;
 	c->state = CALL_DONE;
 	atomic_fetch_sub(&cn->w->s->counters.pending, 1);
-	cn->waiting = NULL;
-	MHD_resume_connection(cn->mc);
-	/* libmicrohttpd in external mode is not woken by a resume: run it once this pass of the loop
-	 * is through (every completion of the pass answered by one MHD_run). */
-	uv_check_start(&cn->w->resumed, on_resumed);
+	if (c->client_gone || cn->closing) {
+		end_call(cn);
+		conn_close(cn);
+		return;
+	}
+	respond_command(cn->w, c);
 }
 
 static void on_pool_reply(void *userdata, int result, const struct mqp_reply *reply)
@@ -287,6 +540,8 @@ static int naive_status(int mqc_req_result)
 			return MQP_ETIMEDOUT;
 		case MQC_REQ_CONNECT:
 			return MQP_ECONNECT;
+		case MQC_REQ_REFUSED:
+			return MQP_EREFUSED;
 		case MQC_REQ_DENIED:
 			return MQP_EDENIED;
 		case MQC_REQ_NOMEM:
@@ -364,8 +619,9 @@ static void naive_on_timeout(uv_timer_t *h)
 	    op, naive_status(mqc_request_expired(op->r, op->call->err, sizeof op->call->err)), NULL);
 }
 
-/* Start c's naive request. Returns MQP_OK (it completes later) or why not (c->err says). */
-static int naive_start(struct worker *w, struct call *c, const char *topic)
+/* Start c's naive request (reply_topic: the legacy model's, or NULL). Returns MQP_OK (it
+ * completes later) or why not (c->err says). */
+static int naive_start(struct worker *w, struct call *c, const char *topic, const char *reply_topic)
 {
 	const struct gate_config *cfg = &w->s->cfg;
 	struct naive_op *op = calloc(1, sizeof *op);
@@ -373,8 +629,10 @@ static int naive_start(struct worker *w, struct call *c, const char *topic)
 		return MQP_ENOMEM;
 	op->w = w;
 	op->call = c;
-	int rc = mqc_request_start(
-	    &cfg->naive, "gate/inbox", topic, c->body, c->len, cfg->qos, &op->r, c->err, sizeof c->err);
+	int rc = reply_topic ? mqc_request_start_legacy(&cfg->naive, reply_topic, topic, c->body,
+	             c->len, cfg->qos, &op->r, c->err, sizeof c->err)
+	                     : mqc_request_start(&cfg->naive, "gate/inbox", topic, c->body, c->len,
+	                         cfg->qos, &op->r, c->err, sizeof c->err);
 	if (rc != MQC_REQ_OK) {
 		free(op);
 		return naive_status(rc);
@@ -399,214 +657,370 @@ static int naive_start(struct worker *w, struct call *c, const char *topic)
 
 /* --- commands ------------------------------------------------------------------------------ */
 
-/* The client went away (RDHUP, HUP or an error). While a command waits the connection is
- * suspended and libmicrohttpd does not watch it: cancel the MQTT request (a naive one at once;
- * the pool calls back with MQP_ECANCELED, or with the reply if it came first). Otherwise
- * libmicrohttpd sees the end of the stream itself and closes the connection. Either way this
- * watch has done its work (it is level-triggered: stop it). */
-static void on_hangup(uv_poll_t *h, int status, int events)
+/* The client went away (EOF or an error) while its command waits: cancel the MQTT request (a
+ * naive one at once; the pool calls back with MQP_ECANCELED, or with the reply if it came
+ * first). Counted; a device is not asked to act for a client that is gone. */
+static void client_gone(struct conn *cn)
 {
-	(void)status;
-	(void)events;
-	struct conn *cn = h->data;
-	struct call *c = cn->waiting;
-	uv_poll_stop(h);
-	if (!c || c->client_gone)
+	struct call *c = cn->call;
+	if (!c || c->state != CALL_WAITING || c->client_gone)
 		return;
 	c->client_gone = true;
 	atomic_fetch_add(&cn->w->s->counters.abandoned[c->route.backend], 1);
-	if (c->route.backend == GATE_POOL) {
+	if (c->route.backend == GATE_POOL)
 		mqp_pool_cancel(cn->w->pool, c->ticket);
-		return;
-	}
-	if (c->naive)
+	else if (c->naive)
 		naive_finish(c->naive, MQP_ECANCELED, NULL);
 }
 
-static enum MHD_Result run_command(struct worker *w, struct call *c)
+/* {prefix}, {id} and {command} of the reply-topic template, for route. -1 when it does not fit. */
+static int reply_topic_for(
+    const struct gate_config *cfg, const struct gate_route *rt, char *out, size_t len)
+{
+	size_t n = 0;
+	for (const char *t = cfg->reply_template; *t;) {
+		const char *v = NULL;
+		size_t skip = 1;
+		if (strncmp(t, "{prefix}", 8) == 0)
+			v = cfg->topic_prefix, skip = 8;
+		else if (strncmp(t, "{id}", 4) == 0)
+			v = rt->device, skip = 4;
+		else if (strncmp(t, "{command}", 9) == 0)
+			v = rt->command, skip = 9;
+		size_t vl = v ? strlen(v) : 1;
+		if (n + vl >= len)
+			return -1;
+		memcpy(out + n, v ? v : t, vl);
+		n += vl;
+		t += skip;
+	}
+	out[n] = '\0';
+	return 0;
+}
+
+static void run_command(struct worker *w, struct call *c)
 {
 	struct gate_server *s = w->s;
 	const struct gate_config *cfg = &s->cfg;
 	const struct gate_route *rt = &c->route;
-	struct MHD_Connection *mc = c->cn->mc;
-	if (c->state == CALL_DONE)
-		return respond(w, c);
-	if (c->state == CALL_WAITING)
-		return MHD_YES; /* not resumed before it is done: cannot happen */
-	if (c->too_big) {
-		char why[96];
-		snprintf(why, sizeof why, "the body is larger than %zu bytes", cfg->max_body);
-		return send_error(s, mc, rt, 413, "body_too_large", why);
-	}
-	if (!gate_body_ok(c->body, c->len))
-		return send_error(s, mc, rt, 400, "bad_json",
+	struct conn *cn = c->cn;
+	if (!gate_body_ok(c->body, c->len)) {
+		respond_error(cn, rt, 400, "bad_json",
 		    "the body must be empty or one JSON value, in UTF-8, without NUL");
-	if (atomic_load(&s->stopping))
-		return send_error(s, mc, rt, 503, "shutting_down", "the gateway is shutting down");
+		return;
+	}
+	if (atomic_load(&s->stopping)) {
+		respond_error(cn, rt, 503, "shutting_down", "the gateway is shutting down");
+		return;
+	}
 	/* Admission: beyond max_pending the pool is exhausted; say so now instead of queueing. */
 	if (atomic_fetch_add(&s->counters.pending, 1) >= cfg->max_pending) {
 		atomic_fetch_sub(&s->counters.pending, 1);
-		return send_error(
-		    s, mc, rt, 503, "pool_exhausted", "too many commands in flight; retry shortly");
+		respond_error(cn, rt, 503, "pool_exhausted", "too many commands in flight; retry shortly");
+		return;
 	}
-	char topic[3 * GATE_NAME_MAX + 128];
+	char topic[3 * GATE_NAME_MAX + 128], reply_topic[3 * GATE_NAME_MAX + 256];
 	snprintf(topic, sizeof topic, "%s/%s/commands/%s", cfg->topic_prefix, rt->device, rt->command);
+	bool legacy = cfg->reply_template != NULL;
+	int rc = MQP_OK;
+	if (legacy && reply_topic_for(cfg, rt, reply_topic, sizeof reply_topic) != 0)
+		rc = MQP_ETOOBIG;
 	c->t0 = mqc_now_ns();
-	int rc;
-	if (rt->backend == GATE_POOL)
-		rc = mqp_pool_request_async(w->pool, topic, c->body, c->len, cfg->qos, cfg->timeout_ms,
-		    on_pool_reply, c, &c->ticket);
-	else
-		rc = naive_start(w, c, topic);
+	c->state = CALL_WAITING; /* before the call: a request refused at once completes now */
+	if (rc == MQP_OK && rt->backend == GATE_POOL)
+		rc = legacy ? mqp_pool_request_legacy_async(w->pool, topic, c->body, c->len, cfg->qos,
+		         reply_topic, NULL, NULL, cfg->timeout_ms, on_pool_reply, c, &c->ticket)
+		            : mqp_pool_request_async(w->pool, topic, c->body, c->len, cfg->qos,
+		                cfg->timeout_ms, on_pool_reply, c, &c->ticket);
+	else if (rc == MQP_OK)
+		rc = naive_start(w, c, topic, legacy ? reply_topic : NULL);
 	if (rc != MQP_OK) { /* never started: answer now */
 		atomic_fetch_sub(&s->counters.pending, 1);
 		c->rc = rc;
 		c->state = CALL_DONE;
-		return respond(w, c);
+		respond_command(w, c);
+		return;
 	}
-	c->state = CALL_WAITING;
-	c->cn->waiting = c;
-	MHD_suspend_connection(mc);
-	return MHD_YES;
+	http_parser_pause(&cn->parser, 1); /* the next request waits for this one's answer */
 }
 
-static void arm_deadline(struct conn *cn);
-
-static struct conn *conn_of(struct MHD_Connection *mc)
+/* /healthz: ready with a broker connection; otherwise 503 and why (the pools' last error). */
+static void health(struct conn *cn)
 {
-	const union MHD_ConnectionInfo *info
-	    = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-	return info ? info->socket_context : NULL;
+	struct gate_server *s = cn->w->s;
+	unsigned ready = 0;
+	char why[512] = "";
+	pthread_rwlock_rdlock(&s->pools_lock);
+	for (unsigned i = 0; i < s->n; i++) {
+		struct mqp_pool_stats st;
+		mqp_pool_stats(s->w[i].pool, &st, sizeof st);
+		ready += st.ready;
+		if (!why[0] && s->w[i].pool)
+			mqp_pool_last_error(s->w[i].pool, why, sizeof why);
+	}
+	pthread_rwlock_unlock(&s->pools_lock);
+	char *text = NULL;
+	if (ready) {
+		text = strdup("{\"status\":\"ok\"}");
+	} else {
+		char *reason = gate_error_json("no_broker_connection", why[0] ? why : "connecting");
+		/* {"error":...,"message":...} -> {"status":"no broker connection","reason":...} */
+		size_t need = reason ? strlen(reason) + 64 : 0;
+		if (reason && (text = malloc(need))) {
+			const char *msg = strstr(reason, "\"message\":");
+			snprintf(text, need, "{\"status\":\"no broker connection\",\"reason\":%s",
+			    msg ? msg + 10 : "\"\"}");
+		}
+		free(reason);
+	}
+	respond_text(cn, ready ? 200 : 503, "application/json", text, false, closes(cn, 200));
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
-    const char *method, const char *version, const char *upload_data, size_t *upload_data_size,
-    void **state)
+static void metrics(struct conn *cn)
 {
-	(void)version;
-	struct worker *w = cls;
-	struct gate_server *s = w->s;
-	struct call *c = *state;
-	if (!c) { /* the headers are in: route now, read the body in the next calls */
-		struct conn *cn = conn_of(mc);
-		if (!cn || cn->refused)
-			return MHD_NO;
-		c = calloc(1, sizeof *c);
-		if (!c)
-			return MHD_NO;
-		c->cn = cn;
-		*state = c;
-		w->active++;
-		int st = gate_route_parse(method, url, &c->route, c->why, sizeof c->why);
-		c->status = st;
-		const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
-		uint64_t declared = 0;
-		if (st == 0 && cl && mqc_parse_u64(cl, 0, UINT64_MAX, &declared) == 0
-		    && declared > s->cfg.max_body) {
-			c->too_big = true; /* answer now: no need to read what we refuse */
-			return run_command(w, c);
-		}
-		return MHD_YES;
+	struct gate_server *s = cn->w->s;
+	mqp_pool *pools[GATE_MAX_WORKERS];
+	pthread_rwlock_rdlock(&s->pools_lock);
+	for (unsigned i = 0; i < s->n; i++)
+		pools[i] = s->w[i].pool;
+	char *text = gate_metrics_text(&s->counters, pools, s->n);
+	pthread_rwlock_unlock(&s->pools_lock);
+	respond_text(cn, 200, "text/plain; version=0.0.4", text, false, closes(cn, 200));
+}
+
+/* --- parsing (http-parser's callbacks) ------------------------------------------------------ */
+
+static int on_message_begin(http_parser *p)
+{
+	struct conn *cn = p->data;
+	struct call *c = calloc(1, sizeof *c);
+	if (!c)
+		return 1; /* out of memory: an error, the connection closes */
+	c->cn = cn;
+	cn->call = c;
+	cn->w->active++;
+	return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t len)
+{
+	struct call *c = ((struct conn *)p->data)->call;
+	if (c->url_len + len > URL_MAX) {
+		c->url_long = true;
+		return 0;
 	}
-	if (*upload_data_size) {
-		size_t n = *upload_data_size;
-		*upload_data_size = 0;
-		if (c->status || c->too_big)
-			return MHD_YES; /* discard */
-		/* Past the limit: stop reading now (the rest could be endless). libmicrohttpd cannot
-		 * answer in the middle of a body, so a chunked body gets its 413 counted and the
-		 * connection closed; a declared Content-Length was answered before reading. */
-		if (c->len + n > s->cfg.max_body) {
-			c->too_big = true;
-			free(c->body);
-			c->body = NULL;
-			c->len = 0;
-			return run_command(w, c);
-		}
-		char *grown = realloc(c->body, c->len + n + 1);
-		if (!grown)
-			return MHD_NO;
-		memcpy(grown + c->len, upload_data, n);
-		c->body = grown;
-		c->len += n;
-		c->body[c->len] = '\0';
-		return MHD_YES;
+	memcpy(c->url + c->url_len, at, len);
+	c->url_len += len;
+	c->url[c->url_len] = '\0';
+	return 0;
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t len)
+{
+	struct call *c = ((struct conn *)p->data)->call;
+	/* Only Expect matters (a client that waits for 100 Continue before its body). */
+	c->field_expect = len == 6 && strncasecmp(at, "expect", 6) == 0;
+	c->value_len = 0;
+	return 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len)
+{
+	struct call *c = ((struct conn *)p->data)->call;
+	if (c->field_expect && c->value_len + len < sizeof c->value) {
+		memcpy(c->value + c->value_len, at, len);
+		c->value_len += len;
+		c->value[c->value_len] = '\0';
+		c->expect_continue = strcasecmp(c->value, "100-continue") == 0;
 	}
-	if (c->too_big)
-		return MHD_YES;              /* answered (413) while the body came in */
-	uv_timer_stop(&c->cn->deadline); /* the request is in: its deadline is met */
+	return 0;
+}
+
+static int on_headers_complete(http_parser *p)
+{
+	struct conn *cn = p->data;
+	struct call *c = cn->call;
+	const char *method = http_method_str((enum http_method)p->method);
+	c->head = p->method == HTTP_HEAD;
+	char *query = memchr(c->url, '?', c->url_len);
+	if (query)
+		*query = '\0'; /* routes take no query */
+	if (c->url_long) {
+		c->status = 400;
+		snprintf(c->why, sizeof c->why, "the request target is longer than %d bytes", URL_MAX);
+	} else {
+		c->status = gate_route_parse(method, c->url, &c->route, c->why, sizeof c->why);
+	}
+	if (c->status == 0 && (p->flags & F_CONTENTLENGTH)
+	    && p->content_length > cn->w->s->cfg.max_body)
+		c->too_big = true; /* answered now: what is refused is not read */
+	if (c->too_big) {
+		http_parser_pause(p, 1);
+		return 0;
+	}
+	if (c->expect_continue && c->status == 0) {
+		static char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+		uv_buf_t b = uv_buf_init(cont, sizeof cont - 1);
+		uv_try_write((uv_stream_t *)&cn->tcp, &b, 1); /* best effort: it is tiny */
+	}
+	return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+	struct conn *cn = p->data;
+	struct call *c = cn->call;
+	if (c->status || c->too_big)
+		return 0; /* discarded */
+	/* Past the limit: stop reading it now (the rest could be endless) and answer. */
+	if (c->len + len > cn->w->s->cfg.max_body) {
+		c->too_big = true;
+		free(c->body);
+		c->body = NULL;
+		c->len = 0;
+		http_parser_pause(p, 1);
+		return 0;
+	}
+	char *grown = realloc(c->body, c->len + len + 1);
+	if (!grown)
+		return 1;
+	memcpy(grown + c->len, at, len);
+	c->body = grown;
+	c->len += len;
+	c->body[c->len] = '\0';
+	return 0;
+}
+
+static int on_message_complete(http_parser *p)
+{
+	struct conn *cn = p->data;
+	struct call *c = cn->call;
+	uv_timer_stop(&cn->timer); /* the request is in: its deadline is met */
+	http_parser_pause(p, 1);   /* one request at a time: the next waits in the buffer */
 	if (c->status) {
 		const char *code = c->status == 400 ? "bad_request"
 		    : c->status == 404              ? "not_found"
 		                                    : "method_not_allowed";
-		return send_error(s, mc, c->status == 400 ? &c->route : NULL, c->status, code, c->why);
+		respond_error(cn, c->status == 400 ? &c->route : NULL, c->status, code, c->why);
+		return 0;
 	}
 	switch (c->route.kind) {
-		case GATE_HEALTH: {
-			unsigned ready = 0;
-			pthread_rwlock_rdlock(&s->pools_lock);
-			for (unsigned i = 0; i < s->n; i++) {
-				struct mqp_pool_stats st;
-				mqp_pool_stats(s->w[i].pool, &st, sizeof st);
-				ready += st.ready;
-			}
-			pthread_rwlock_unlock(&s->pools_lock);
-			char *text = strdup(
-			    ready > 0 ? "{\"status\":\"ok\"}" : "{\"status\":\"no broker connection\"}");
-			return send_text(mc, ready > 0 ? 200 : 503, "application/json", text, false);
-		}
-		case GATE_METRICS: {
-			mqp_pool *pools[GATE_MAX_WORKERS];
-			pthread_rwlock_rdlock(&s->pools_lock);
-			for (unsigned i = 0; i < s->n; i++)
-				pools[i] = s->w[i].pool;
-			char *text = gate_metrics_text(&s->counters, pools, s->n);
-			pthread_rwlock_unlock(&s->pools_lock);
-			return send_text(mc, 200, "text/plain; version=0.0.4", text, false);
-		}
+		case GATE_HEALTH:
+			health(cn);
+			break;
+		case GATE_METRICS:
+			metrics(cn);
+			break;
 		case GATE_COMMAND:
 		default:
-			return run_command(w, c);
+			run_command(cn->w, c);
 	}
+	return 0;
 }
 
-static void on_completed(
-    void *cls, struct MHD_Connection *mc, void **state, enum MHD_RequestTerminationCode why)
+/* Bytes from the client. A request's answer is decided before the next one is parsed: while one
+ * is served the rest waits in held. */
+static void feed(struct conn *cn, const char *data, size_t len)
 {
-	(void)why;
-	struct worker *w = cls;
-	struct call *c = *state;
-	struct conn *cn = conn_of(mc);
-	if (cn && !cn->refused) /* the next request on this connection gets its own deadline */
-		arm_deadline(cn);
-	if (c) {
-		free(c->body);
-		free(c->reply);
-		free(c);
-		w->active--;
+	while (len && !cn->closing && !cn->lingering) {
+		if ((cn->call && cn->call->state != CALL_READING) || cn->writing) {
+			/* served now: keep what follows for after (bounded) */
+			if (cn->held_len + len > HELD_MAX) {
+				uv_read_stop((uv_stream_t *)&cn->tcp);
+				cn->stopped = true;
+				return; /* more than a client may send ahead: no more reading until then */
+			}
+			char *grown = realloc(cn->held, cn->held_len + len);
+			if (!grown) {
+				conn_close(cn);
+				return;
+			}
+			memcpy(grown + cn->held_len, data, len);
+			cn->held = grown;
+			cn->held_len += len;
+			return;
+		}
+		cn->parsing = true;
+		size_t n = http_parser_execute(&cn->parser, &parser_settings, data, len);
+		cn->parsing = false;
+		enum http_errno e = HTTP_PARSER_ERRNO(&cn->parser);
+		if (e == HPE_PAUSED) {
+			struct call *c = cn->call;
+			if (c && c->too_big && c->state == CALL_READING) { /* a body past --max-body */
+				char why[96];
+				snprintf(
+				    why, sizeof why, "the body is larger than %zu bytes", cn->w->s->cfg.max_body);
+				respond_error(cn, &c->route, 413, "body_too_large", why);
+				return; /* the connection ends: the rest is not parsed */
+			}
+			data += n;
+			len -= n;
+			if (!cn->call && !cn->writing) /* answered at once (health, an error): next */
+				http_parser_pause(&cn->parser, 0);
+			continue;
+		}
+		if (e != HPE_OK) {
+			if (!cn->call && on_message_begin(&cn->parser) != 0) {
+				conn_close(cn);
+				return;
+			}
+			cn->bad = true;
+			char why[160];
+			snprintf(why, sizeof why, "not an HTTP/1.x request: %s", http_errno_description(e));
+			respond_error(cn, NULL, 400, "bad_request", why);
+			return;
+		}
+		data += n;
+		len -= n;
 	}
-	*state = NULL;
 }
 
 /* --- connections --------------------------------------------------------------------------- */
 
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	(void)suggested;
+	struct conn *cn = h->data;
+	/* One buffer for every connection of the worker: what a read brings is parsed at once. */
+	*buf = uv_buf_init(cn->w->rbuf, sizeof cn->w->rbuf);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct conn *cn = s->data;
+	if (nread < 0) {
+		/* The client went away (or half-closed after its request: it counts as gone). */
+		cn->eof = true;
+		if (cn->call && cn->call->state == CALL_WAITING)
+			client_gone(cn);
+		if (!(cn->call && cn->call->state == CALL_WAITING) && !cn->writing)
+			conn_close(cn);
+		else
+			uv_read_stop(s); /* the call's completion, or the write's end, closes it */
+		return;
+	}
+	if (nread == 0)
+		return;
+	if (cn->lingering) { /* read away after the last answer, within bounds */
+		cn->lingered += (size_t)nread;
+		if (cn->lingered > LINGER_BYTES)
+			conn_close(cn);
+		return;
+	}
+	feed(cn, buf->base, (size_t)nread);
+}
+
 static void on_deadline(uv_timer_t *h)
 {
 	struct conn *cn = h->data;
-	/* libmicrohttpd sees the end of the stream and closes the connection. */
-	shutdown(cn->fd, SHUT_RDWR);
+	if (cn->call && cn->call->state == CALL_WAITING)
+		return;     /* the device's wait has its own bound: --timeout */
+	conn_close(cn); /* its request did not come in time (slowloris) */
 }
 
 static void arm_deadline(struct conn *cn)
 {
-	uv_timer_start(&cn->deadline, on_deadline, cn->w->s->cfg.request_deadline_ms, 0);
-}
-
-static void conn_closed(uv_handle_t *h)
-{
-	struct conn *cn = h->data;
-	if (--cn->handles == 0)
-		free(cn);
+	uv_timer_start(&cn->timer, on_deadline, cn->w->s->cfg.request_deadline_ms, 0);
 }
 
 /* Whether one more connection from addr is allowed; counts it when it is. */
@@ -628,56 +1042,32 @@ static bool address_admit(struct gate_server *s, uint32_t addr)
 	return ok;
 }
 
-static void address_release(struct gate_server *s, uint32_t addr)
+static void on_connection(uv_stream_t *listener, int status)
 {
-	pthread_mutex_lock(&s->addr_lock);
-	struct addr_count *e;
-	HASH_FIND(hh, s->addrs, &addr, sizeof addr, e);
-	if (e && --e->n == 0) {
-		HASH_DEL(s->addrs, e);
-		free(e);
-	}
-	pthread_mutex_unlock(&s->addr_lock);
-}
-
-static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
-    enum MHD_ConnectionNotificationCode code)
-{
-	struct worker *w = cls;
-	if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-		struct conn *cn = *socket_context;
-		if (!cn)
-			return;
-		if (cn->counted) {
-			address_release(w->s, cn->addr);
-			atomic_fetch_sub(&w->s->connections, 1);
-		}
-		if (cn->hup_ok)
-			uv_close((uv_handle_t *)&cn->hup, conn_closed);
-		uv_close((uv_handle_t *)&cn->deadline, conn_closed);
-		*socket_context = NULL;
+	struct worker *w = listener->data;
+	if (status < 0)
 		return;
-	}
-	const union MHD_ConnectionInfo *fd
-	    = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
-	const union MHD_ConnectionInfo *peer
-	    = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	struct conn *cn = calloc(1, sizeof *cn);
-	if (!cn || !fd) {
-		free(cn);
-		if (fd)
-			shutdown(fd->connect_fd, SHUT_RDWR); /* out of memory: refuse it */
+	if (!cn)
+		return; /* out of memory: it waits in the backlog; the next accept may find memory */
+	cn->w = w;
+	uv_tcp_init(&w->loop, &cn->tcp);
+	uv_timer_init(&w->loop, &cn->timer);
+	cn->tcp.data = cn->timer.data = cn;
+	cn->handles = 2;
+	cn->next = w->conns;
+	if (cn->next)
+		cn->next->prev = cn;
+	w->conns = cn;
+	if (uv_accept(listener, (uv_stream_t *)&cn->tcp) != 0) {
+		conn_close(cn);
 		return;
 	}
-	cn->w = w;
-	cn->mc = mc;
-	cn->fd = fd->connect_fd;
-	uv_timer_init(&w->loop, &cn->deadline);
-	cn->deadline.data = cn;
-	cn->handles = 1;
-	*socket_context = cn;
-	if (peer && peer->client_addr->sa_family == AF_INET)
-		cn->addr = ((const struct sockaddr_in *)peer->client_addr)->sin_addr.s_addr;
+	struct sockaddr_storage peer;
+	int plen = sizeof peer;
+	if (uv_tcp_getpeername(&cn->tcp, (struct sockaddr *)&peer, &plen) == 0
+	    && peer.ss_family == AF_INET)
+		cn->addr = ((const struct sockaddr_in *)&peer)->sin_addr.s_addr;
 	/* Admission: at most max_connections in all (the workers share them however the kernel
 	 * spreads connections among their listening sockets), per_address from one address. A
 	 * refused connection is closed at once rather than left unaccepted in the backlog. */
@@ -688,62 +1078,26 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 		atomic_fetch_sub(&s->connections, 1);
 		log_limited("refused a connection from %s: %u open (--max-connections)\n", text,
 		    s->cfg.max_connections);
-		cn->refused = true;
-	} else if (!address_admit(s, cn->addr)) {
+		conn_close(cn);
+		return;
+	}
+	if (!address_admit(s, cn->addr)) {
 		atomic_fetch_sub(&s->connections, 1);
 		log_limited("refused a connection from %s: it has %u open (--max-per-address)\n", text,
 		    s->cfg.per_address);
-		cn->refused = true;
-	} else
-		cn->counted = true;
-	if (cn->refused) {
-		shutdown(cn->fd, SHUT_RDWR);
+		conn_close(cn);
 		return;
 	}
+	cn->counted = true;
+	uv_tcp_nodelay(&cn->tcp, 1); /* once per connection: a response goes out as it is written */
+	http_parser_init(&cn->parser, HTTP_REQUEST);
+	cn->parser.data = cn;
 	arm_deadline(cn);
-	/* Watched for the whole connection, not per command: two epoll_ctl calls fewer a request. */
-	if (uv_poll_init(&w->loop, &cn->hup, cn->fd) == 0) {
-		cn->hup.data = cn;
-		cn->hup_ok = true;
-		cn->handles++;
-		uv_poll_start(&cn->hup, UV_DISCONNECT, on_hangup);
-	}
+	if (uv_read_start((uv_stream_t *)&cn->tcp, on_alloc, on_read) != 0)
+		conn_close(cn);
 }
 
-/* libmicrohttpd must not decode the path: gate_route_parse decodes each segment itself. */
-static size_t keep_escaped(void *cls, struct MHD_Connection *mc, char *text)
-{
-	(void)cls;
-	(void)mc;
-	return strlen(text);
-}
-
-/* --- the worker's loop --------------------------------------------------------------------- */
-
-static void on_http_io(uv_poll_t *h, int status, int events)
-{
-	(void)status;
-	(void)events;
-	http_run(h->data);
-}
-
-static void on_http_timer(uv_timer_t *h)
-{
-	http_run(h->data);
-}
-
-/* Let libmicrohttpd do what is ready, then wake it again when its next timeout is due. */
-static void http_run(struct worker *w)
-{
-	if (!w->d)
-		return;
-	MHD_run(w->d);
-	MHD_UNSIGNED_LONG_LONG ms;
-	if (MHD_get_timeout(w->d, &ms) == MHD_YES)
-		uv_timer_start(&w->http_timer, on_http_timer, ms, 0);
-	else
-		uv_timer_stop(&w->http_timer);
-}
+/* --- the worker ---------------------------------------------------------------------------- */
 
 static void worker_close(struct worker *w)
 {
@@ -756,11 +1110,12 @@ static void worker_close(struct worker *w)
 	mqp_pool_destroy(pool);
 	while (w->naive_ops)
 		naive_finish(w->naive_ops, MQP_ECLOSED, NULL);
-	MHD_stop_daemon(w->d); /* closes every connection (their handles close) */
-	w->d = NULL;
-	uv_close((uv_handle_t *)&w->http, NULL);
-	uv_close((uv_handle_t *)&w->http_timer, NULL);
-	uv_close((uv_handle_t *)&w->resumed, NULL);
+	while (w->conns)
+		conn_close(w->conns);
+	if (w->listening) {
+		uv_close((uv_handle_t *)&w->listener, NULL);
+		w->listening = false;
+	}
 	uv_close((uv_handle_t *)&w->drain, NULL);
 	uv_close((uv_handle_t *)&w->stop, NULL);
 }
@@ -781,12 +1136,45 @@ static void on_stop(uv_async_t *h)
 	if (w->drain_deadline) /* already draining */
 		return;
 	w->drain_deadline = mqc_now_ns() + atomic_load(&w->s->drain_ns);
-	MHD_socket listen_fd = MHD_quiesce_daemon(w->d); /* no new connections */
-	if (listen_fd != MHD_INVALID_SOCKET)
-		close(listen_fd);
-	/* Requests in flight finish and their responses go out (libmicrohttpd reports each one
-	 * completed once it is sent); new ones on open connections get 503 shutting_down. */
+	if (w->listening) { /* no new connections */
+		uv_close((uv_handle_t *)&w->listener, NULL);
+		w->listening = false;
+	}
+	/* Requests in flight finish and their responses go out; new ones on open connections get
+	 * 503 shutting_down; an idle kept-alive connection is closed now. */
+	for (struct conn *cn = w->conns, *next; cn; cn = next) {
+		next = cn->next;
+		if (!cn->call && !cn->writing)
+			conn_close(cn);
+	}
 	uv_timer_start(&w->drain, on_drain_check, 0, 2);
+}
+
+/* The worker's listening socket on the shared port: SO_REUSEPORT, so the kernel spreads new
+ * connections among the workers (libuv 1.44 has no flag for it: the socket is made here). */
+static int listen_on(struct worker *w, struct sockaddr_in sa)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int one = 1;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0
+	    || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0
+	    || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, SOMAXCONN) != 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return -e;
+	}
+	struct sockaddr_in bound;
+	socklen_t len = sizeof bound;
+	getsockname(fd, (struct sockaddr *)&bound, &len);
+	w->port = ntohs(bound.sin_port);
+	uv_tcp_init(&w->loop, &w->listener);
+	w->listener.data = w;
+	w->listening = true;
+	int rc = uv_tcp_open(&w->listener, fd);
+	if (rc == 0)
+		rc = uv_listen((uv_stream_t *)&w->listener, SOMAXCONN, on_connection);
+	return rc;
 }
 
 static int worker_open(struct worker *w)
@@ -800,13 +1188,11 @@ static int worker_open(struct worker *w)
 	struct mqp_pool_options po = cfg->pool;
 	po.max_size = cfg->pool.max_size / s->n + (w->index < cfg->pool.max_size % s->n);
 	po.min_size = cfg->pool.min_size / s->n + (w->index < cfg->pool.min_size % s->n);
+	if (w->index == 0) /* one worker's pool says what every pool meets */
+		po.log_cb = on_pool_log;
 	mqp_pool *pool;
 	int rc = mqp_uv_pool_new(&w->loop, cfg->broker, &po, &pool, w->err, sizeof w->err);
-	if (rc == MQP_OK) {
-		pthread_rwlock_wrlock(&s->pools_lock);
-		w->pool = pool;
-		pthread_rwlock_unlock(&s->pools_lock);
-	} else {
+	if (rc != MQP_OK) {
 		char why[sizeof w->err];
 		snprintf(why, sizeof why, "%s", w->err);
 		snprintf(
@@ -815,46 +1201,26 @@ static int worker_open(struct worker *w)
 		uv_loop_close(&w->loop);
 		return -1;
 	}
+	pthread_rwlock_wrlock(&s->pools_lock);
+	w->pool = pool;
+	pthread_rwlock_unlock(&s->pools_lock);
 	struct sockaddr_in sa = cfg->listen;
 	sa.sin_port = htons((uint16_t)w->port);
-	w->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL,
-	    NULL, on_request, w, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL, MHD_OPTION_SOCK_ADDR,
-	    (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections + 256,
-	    MHD_OPTION_CONNECTION_TIMEOUT, cfg->request_deadline_ms / 1000 + 1,
-	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, w, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-	    w, MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
-	    MHD_OPTION_END);
-	const union MHD_DaemonInfo *epoll_fd
-	    = w->d ? MHD_get_daemon_info(w->d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
-	const union MHD_DaemonInfo *port
-	    = w->d ? MHD_get_daemon_info(w->d, MHD_DAEMON_INFO_BIND_PORT) : NULL;
-	if (!epoll_fd || !port || uv_poll_init(&w->loop, &w->http, epoll_fd->epoll_fd) != 0) {
-		char addr[INET_ADDRSTRLEN];
-		inet_ntop(AF_INET, &sa.sin_addr, addr, sizeof addr);
-		snprintf(
-		    w->err, sizeof w->err, "cannot listen on %s:%u: %s", addr, w->port, strerror(errno));
-		if (w->d)
-			MHD_stop_daemon(w->d);
-		w->d = NULL;
-		pthread_rwlock_wrlock(&s->pools_lock);
-		w->pool = NULL;
-		pthread_rwlock_unlock(&s->pools_lock);
-		mqp_pool_destroy(pool);
-		uv_run(&w->loop, UV_RUN_NOWAIT);
-		uv_loop_close(&w->loop);
-		return -1;
-	}
-	w->port = port->port;
-	w->http.data = w;
-	uv_poll_start(&w->http, UV_READABLE, on_http_io);
-	uv_timer_init(&w->loop, &w->http_timer);
-	w->http_timer.data = w;
-	uv_check_init(&w->loop, &w->resumed);
-	w->resumed.data = w;
 	uv_timer_init(&w->loop, &w->drain);
 	w->drain.data = w;
 	uv_async_init(&w->loop, &w->stop, on_stop);
 	w->stop.data = w;
+	rc = listen_on(w, sa);
+	if (rc != 0) {
+		char addr[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &sa.sin_addr, addr, sizeof addr);
+		snprintf(w->err, sizeof w->err, "cannot listen on %s:%u: %s", addr, ntohs(sa.sin_port),
+		    strerror(-rc));
+		worker_close(w);
+		uv_run(&w->loop, UV_RUN_DEFAULT);
+		uv_loop_close(&w->loop);
+		return -1;
+	}
 	return 0;
 }
 
@@ -866,7 +1232,6 @@ static void *worker_main(void *arg)
 	sem_post(&w->started); /* w may be stopped from here on */
 	if (ok != 0)
 		return NULL;
-	http_run(w);
 	uv_run(&w->loop, UV_RUN_DEFAULT);
 	uv_loop_close(&w->loop);
 	return NULL;
@@ -910,6 +1275,15 @@ int gate_server_start(const struct gate_config *cfg, unsigned workers, struct ga
     char *err, size_t errlen)
 {
 	*out = NULL;
+	http_parser_settings_init(&parser_settings);
+	parser_settings.on_message_begin = on_message_begin;
+	parser_settings.on_url = on_url;
+	parser_settings.on_header_field = on_header_field;
+	parser_settings.on_header_value = on_header_value;
+	parser_settings.on_headers_complete = on_headers_complete;
+	parser_settings.on_body = on_body;
+	parser_settings.on_message_complete = on_message_complete;
+	http_parser_set_max_header_size(HEADERS_MAX);
 	struct gate_server *s = calloc(1, sizeof *s);
 	struct worker *w = calloc(workers, sizeof *w);
 	if (!s || !w) {
@@ -958,6 +1332,26 @@ int gate_server_start(const struct gate_config *cfg, unsigned workers, struct ga
 unsigned gate_server_port(const struct gate_server *s)
 {
 	return s->w[0].port;
+}
+
+int gate_server_broker_check(struct gate_server *s, unsigned wait_ms, char *why, size_t len)
+{
+	/* A lease from worker 0's pool (from this thread: handed to its loop): the broker takes us,
+	 * refuses us, or cannot be reached. */
+	pthread_rwlock_rdlock(&s->pools_lock);
+	mqp_pool *pool = s->w[0].pool;
+	mqp_lease lease;
+	int rc = pool ? mqp_pool_acquire(pool, wait_ms, &lease) : MQP_ECLOSED;
+	if (rc == MQP_OK)
+		mqp_lease_release(&lease);
+	else if (pool)
+		mqp_pool_last_error(pool, why, len);
+	pthread_rwlock_unlock(&s->pools_lock);
+	if (rc == MQP_OK)
+		return 0;
+	if (!why[0])
+		snprintf(why, len, "%s", mqp_strerror(rc));
+	return rc == MQP_EREFUSED ? -1 : 1;
 }
 
 bool gate_server_stop(struct gate_server *s, unsigned drain_ms, uint64_t ok[GATE_BACKENDS])

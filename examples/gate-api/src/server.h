@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * server.h - gate-api's HTTP server: N workers, each one thread running one libuv loop that
- * holds a libmicrohttpd daemon (external epoll mode, suspend/resume), a pool on the same loop
- * and the /naive route's connections. The workers listen on one port (SO_REUSEPORT: the kernel
+ * holds the HTTP connections (libuv streams, parsed with http-parser), a pool on the same loop
+ * whose sockets the loop watches itself, and the /naive route's connections: one epoll set per
+ * worker, no loop inside another. The workers listen on one port (SO_REUSEPORT: the kernel
  * spreads connections among them) and share nothing on a request's path but atomic counters.
  *
- * A request: libmicrohttpd parses it on the worker's thread; a command suspends the HTTP
- * connection and starts mqp_pool_request_async (or the naive state machine); the reply, the
- * timeout or the client going away (its socket watched for RDHUP meanwhile) completes it on the
- * same thread, which resumes the connection and answers. No hand-off between threads, and an
- * idle connection costs a libmicrohttpd connection and two libuv handles, not a thread.
+ * A request: its bytes are parsed as they are read, on the worker's thread; a command starts
+ * mqp_pool_request_async (or the naive state machine) and the connection parses nothing more;
+ * the reply, the timeout or the client going away (the end of its stream, read meanwhile)
+ * completes it on the same thread, which answers in one write and goes on with the next
+ * request. No hand-off between threads; an idle connection costs a libuv stream and a timer
+ * (about a kilobyte), not a thread and not a buffer: one read buffer serves a worker.
  */
 #ifndef GATE_SERVER_H
 #define GATE_SERVER_H
@@ -34,6 +36,9 @@ struct gate_config {
 	unsigned max_connections;     /* open HTTP connections, all workers together */
 	unsigned per_address;         /* connections from one client address, all workers together */
 	struct sockaddr_in listen;
+	/* The legacy model (MQTT 3.1.1, or asked for): the device answers on this topic, {prefix},
+	 * {id} and {command} replaced; NULL: MQTT 5 request/response. */
+	const char *reply_template;
 };
 
 struct gate_server;
@@ -50,6 +55,13 @@ int gate_server_start(const struct gate_config *cfg, unsigned workers /* 1..GATE
 
 /** The port the workers listen on. */
 unsigned gate_server_port(const struct gate_server *s);
+
+/**
+ * Whether the broker takes the gateway: a connection borrowed from a pool within wait_ms.
+ * @return 0 yes; -1 it refuses (credentials, authorization, a protocol version it does not
+ *         speak: not transient), 1 not now (unreachable, slow); why says what the pool met.
+ */
+int gate_server_broker_check(struct gate_server *s, unsigned wait_ms, char *why, size_t len);
 
 /**
  * Stop accepting, answer new requests on open connections with 503 shutting_down, let commands

@@ -381,7 +381,11 @@ static void an_unreachable_broker_is_502_with_the_reason(void **state)
 			fail_msg("the message does not say why: %s", r.body);
 		assert_true(mqc_now_ns() - t0 < 2 * MQC_NS_PER_S); /* fails fast, not at the timeout */
 	}
-	assert_int_equal(http(g.port, "GET", "/healthz", NULL).status, 503);
+	struct http_result h = http(g.port, "GET", "/healthz", NULL);
+	assert_int_equal(h.status, 503);
+	char buf[256];
+	if (!strstr(json_str(h.body, "reason", buf, sizeof buf), "Connection refused"))
+		fail_msg("/healthz does not say why: %s", h.body); /* the pool's own words */
 	gate_stop(&g, 5000);
 }
 
@@ -445,6 +449,101 @@ static void a_command_the_broker_refuses_is_403(void **state)
 	gate_stop(&g, 5000);
 }
 
+/* Run gate-api with these arguments (after --broker url and --listen), expect it to exit with
+ * want within 15 s, and return what it said. */
+static void run_to_exit(const char *url, const char *args, int want, char *out, size_t len)
+{
+	char cmd[1024];
+	snprintf(cmd, sizeof cmd, "timeout 15 %s --broker %s --listen 127.0.0.1:0 %s 2>&1",
+	    GATE_API_PATH, url, args);
+	FILE *f = popen(cmd, "r");
+	assert_non_null(f);
+	size_t n = fread(out, 1, len - 1, f);
+	out[n] = '\0';
+	int status = pclose(f);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != want)
+		fail_msg("%s: status 0x%x (want exit %d), said: %s", cmd, status, want, out);
+}
+
+/* A broker that refuses the gateway will refuse every command: it says so and stops, instead
+ * of serving 502s; the reason is the broker's, in words. */
+static void a_broker_that_refuses_the_gateway_stops_it_with_the_reason(void **state)
+{
+	(void)state;
+	const struct tb_info *i = tb_test_info();
+	char out[4096], args[256];
+	snprintf(args, sizeof args, "--username %s --password wrong", i->username);
+	run_to_exit(i->mqtt_url, args, 1, out, sizeof out);
+	if (!strstr(out, "the broker refuses the gateway")
+	    || !strstr(out, "refused CONNECT: not authorized (reason code 0x87)")
+	    || strstr(out, "GATE_API_READY"))
+		fail_msg("a wrong password: %s", out);
+	/* A broker that speaks only MQTT 3.1.1 (tb-fake-broker plays aedes): confirmed, and what to
+	 * change is said. */
+	const char *argv[] = { FAKE_BROKER_PATH, "--mode", "v311-only", NULL };
+	struct tb_responder fake = tb_test_spawn("ready", argv);
+	char url[64] = "";
+	FILE *log = fopen(fake.log, "r");
+	assert_non_null(log);
+	char line[128];
+	while (fgets(line, sizeof line, log))
+		if (sscanf(line, "FAKE_BROKER_URL=%63s", url) == 1)
+			break;
+	fclose(log);
+	run_to_exit(url, "", 1, out, sizeof out);
+	if (!strstr(out, "does not accept MQTT 5 (confirmed: it accepted an MQTT 3.1.1 CONNECT")
+	    || !strstr(out, "--protocol 3.1.1"))
+		fail_msg("a 3.1.1-only broker: %s", out);
+	tb_test_responder_kill(&fake);
+}
+
+/* MQTT 3.1.1 devices answer on a fixed reply topic: both routes serve them (--protocol 3.1.1, the
+ * reply topic {prefix}/{id}/replies), concurrently for distinct devices. */
+struct legacy_client {
+	int port, id, ok;
+	bool naive;
+};
+
+static void *legacy_client(void *arg)
+{
+	struct legacy_client *c = arg;
+	for (int k = 0; k < 10; k++) {
+		char path[96], body[64], want[96];
+		snprintf(
+		    path, sizeof path, "%s/devices/d%d/commands/open", c->naive ? "/naive" : "", c->id);
+		snprintf(body, sizeof body, "{\"n\":%d}", k);
+		snprintf(want, sizeof want, "\"reply\":{\"n\":%d}", k);
+		struct http_result r = http(c->port, "POST", path, body);
+		c->ok += r.status == 200 && strstr(r.body, want) != NULL;
+	}
+	return NULL;
+}
+
+static void legacy_devices_over_311_on_both_routes(void **state)
+{
+	(void)state;
+	struct tb_responder dev = tb_test_responder(RESPONDER_PATH, "--filter", "devices/+/commands/#",
+	    "--protocol", "3.1.1", "--reply-template", "devices/{2}/replies", NULL);
+	struct gate g = gate_start(NULL, "--protocol", "3.1.1", "--timeout", "3s", NULL);
+	enum { N = 4 };
+	pthread_t t[2 * N];
+	struct legacy_client c[2 * N];
+	for (int i = 0; i < 2 * N; i++) {
+		/* distinct devices: two clients on one reply topic see each other's replies (the
+		 * legacy model's limit, said in the README) */
+		c[i] = (struct legacy_client) { .port = g.port, .id = i, .naive = i >= N };
+		pthread_create(&t[i], NULL, legacy_client, &c[i]);
+	}
+	for (int i = 0; i < 2 * N; i++) {
+		pthread_join(t[i], NULL);
+		if (c[i].ok != 10)
+			fail_msg("%s client %d: %d of 10 answered", c[i].naive ? "naive" : "pool", i, c[i].ok);
+	}
+	assert_int_equal(http(g.port, "GET", "/healthz", NULL).status, 200);
+	gate_stop(&g, 5000);
+	tb_test_responder_stop(&dev);
+}
+
 static void bad_options_are_refused_with_a_message(void **state)
 {
 	(void)state;
@@ -456,7 +555,9 @@ static void bad_options_are_refused_with_a_message(void **state)
 		{ "--topic-prefix", "a/#", "--topic-prefix: expected a topic without wildcards" },
 		{ "--workers", "20", "--workers 20 needs --pool-max 20 or more" },
 		{ "--workers", "0", "--workers: expected 1 to 256, got '0'" },
-		{ "--protocol", "5", "--protocol does not apply" },
+		{ "--protocol", "6", "--protocol: expected 5 or 3.1.1, got '6'" },
+		{ "--reply-topic-template", "d/+/r",
+		    "--reply-topic-template: expected a topic without wildcards" },
 		{ "--password-file", "/nonexistent", "--password-file /nonexistent: No such file" },
 		{ "--broker", "http://x", "--broker 'http://x'" },
 	};
@@ -486,6 +587,8 @@ int main(void)
 		cmocka_unit_test(an_unreachable_broker_is_502_with_the_reason),
 		cmocka_unit_test(the_broker_going_down_is_502_then_the_gateway_recovers),
 		cmocka_unit_test(a_command_the_broker_refuses_is_403),
+		cmocka_unit_test(a_broker_that_refuses_the_gateway_stops_it_with_the_reason),
+		cmocka_unit_test(legacy_devices_over_311_on_both_routes),
 		cmocka_unit_test(bad_options_are_refused_with_a_message),
 	};
 	return TB_TEST_RUN(tests, NULL);
