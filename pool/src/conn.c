@@ -98,7 +98,8 @@ static void legacy_end(struct mqp_pool *p, struct op *op, int result)
 	}
 	if (op->claimed) {
 		bool doubt = op->sent && result != MQP_OK && !op->match;
-		mqp__unclaim(op->reply_topic, mqc_now_ns(), doubt ? op->deadline - op->submitted : 0);
+		mqp__unclaim(op->reply_topic, mqc_now_ns(), doubt ? op->deadline - op->submitted : 0,
+		    op->sent && op->conn ? op->conn->token : 0);
 		op->claimed = false;
 	}
 }
@@ -372,6 +373,7 @@ static int conn_start(struct mqp_pool *p, struct pconn *c, int protocol)
 	};
 	c->qtail = &c->qhead;
 	c->held_tail = &c->held;
+	c->token = mqp__conn_token();
 	/* PREFIX-<64 random bits>: nobody can guess it to take the session (and inbox) over by
 	 * connecting with the same id, and no two connections anywhere share one. */
 	char prefix[16];
@@ -698,7 +700,21 @@ int mqp__conn_legacy(struct mqp_pool *p, struct pconn *c, struct op *op)
 	struct lsub *l = lsub_find(c, op->reply_topic, len);
 	if (l) {
 		l->last_used = mqc_now_ns();
-		return l->mid ? MQP_OK : mqp__conn_publish(p, c, op); /* subscribed, or soon */
+		if (l->mid)
+			return MQP_OK; /* subscribed soon: the SUBACK sends it */
+		if (op->last_conn && op->last_conn != c->token) {
+			/* The topic's last request went out on another connection, while this one stayed
+			 * subscribed: a copy of that reply may still be on its way here, and would pass
+			 * for this request's. The broker writes a connection's packets in order: what
+			 * arrives on the topic before the PINGRESP of a PINGREQ sent now is dropped. */
+			if (mqp__enc_pingreq(&c->w.tx) != 0)
+				return MQP_ENOMEM;
+			l->barrier = ++c->pings_sent;
+			if (!l->barrier)
+				l->barrier = ++c->pings_sent; /* 0 means none */
+			return MQP_OK;
+		}
+		return mqp__conn_publish(p, c, op);
 	}
 	if (c->nlsubs == MQP_LSUBS_MAX)
 		lsub_make_room(p, c);
@@ -750,6 +766,23 @@ static void lsub_granted(struct mqp_pool *p, struct pconn *c, uint16_t mid, bool
 		int rc = mqp__conn_publish(p, c, op);
 		if (rc != MQP_OK)
 			mqp__finish(p, op, rc);
+	}
+}
+
+/* A PINGRESP: the legacy requests waiting for one (lsub->barrier) go out now. */
+static void barriers_passed(struct mqp_pool *p, struct pconn *c)
+{
+	for (unsigned i = 0; i < c->nlsubs; i++) {
+		struct lsub *l = &c->lsubs[i];
+		if (!l->barrier || (int32_t)(c->pings_answered - l->barrier) < 0)
+			continue;
+		l->barrier = 0;
+		struct op *op = legacy_find(p, l->topic, strlen(l->topic));
+		if (op && op->conn == c && !op->sent) {
+			int rc = mqp__conn_publish(p, c, op);
+			if (rc != MQP_OK)
+				mqp__finish(p, op, rc);
+		}
 	}
 }
 
@@ -1120,6 +1153,8 @@ static void handle(struct mqp_pool *p, struct pconn *c, const struct mqp_packet 
 			if (pk->flags || pk->body_len)
 				protocol_error(p, c, "a PINGRESP with flags or a body");
 			c->ping_out = false;
+			c->pings_answered++;
+			barriers_passed(p, c);
 			break;
 		case MQP_DISCONNECT:
 			on_disconnect(p, c, pk);
@@ -1251,6 +1286,7 @@ void mqp__conn_misc(struct mqp_pool *p, struct pconn *c, uint64_t now)
 		if (mqp__enc_pingreq(&c->w.tx) == 0) {
 			c->ping_out = true;
 			c->ping_sent = now;
+			c->pings_sent++; /* in the count a barrier waits on */
 		}
 	}
 }

@@ -98,7 +98,7 @@ static void start_legacy(struct mqp_pool *p, struct pconn *c, struct op *op)
 static void claim_or_wait(struct mqp_pool *p, struct op *op)
 {
 	uint64_t until;
-	switch (mqp__claim(op->reply_topic, mqc_now_ns(), &until)) {
+	switch (mqp__claim(op->reply_topic, mqc_now_ns(), &until, &op->last_conn)) {
 		case MQP_CLAIM_OK:
 			op->claimed = true;
 			mqp__fifo_push(&p->queue, op);

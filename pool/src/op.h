@@ -84,6 +84,7 @@ struct op {
 	                         pool's legacy_wait list */
 	bool held, awaiting_write;
 	bool claimed, legacy_waiting, in_legacy, sent; /* OP_LEGACY */
+	uint64_t last_conn; /* OP_LEGACY: the connection its reply topic's last request used */
 	int mid;
 	unsigned char corr[MQP_CORR_LEN];
 	struct pconn *receiving_on; /* OP_LEASE_RECEIVE parked on this connection */

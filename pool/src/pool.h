@@ -65,7 +65,8 @@ struct mid_use {
  * SUBSCRIBE: the pool's requests on a fixed reply topic reuse warm connections, on 3.1.1 too. */
 struct lsub {
 	char *topic;
-	uint16_t mid; /* its SUBSCRIBE waits for SUBACK; 0: granted */
+	uint16_t mid;     /* its SUBSCRIBE waits for SUBACK; 0: granted */
+	uint32_t barrier; /* the PINGREQ (c->pings_sent) a request on it waits for; 0: none */
 	uint64_t last_used;
 };
 /* A reply topic unsubscribed to make room: what still arrives for it is dropped, not given to
@@ -114,6 +115,8 @@ struct pconn {
 	uint64_t last_tx, last_rx, ping_sent;
 	bool ping_out;
 	bool read_in_turn; /* something was read since the last flush */
+	uint64_t token;    /* unique in the process (claims.h): which connection a topic last used */
+	uint32_t pings_sent, pings_answered; /* PINGREQs and PINGRESPs: a barrier's order */
 	char id[64];
 	char inbox[MQP_TOPIC_MAX - 32];
 	struct mqp_corr corr; /* seals and opens this connection's correlation data */

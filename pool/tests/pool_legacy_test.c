@@ -211,12 +211,49 @@ static void legacy_requests_keep_connections_warm(void **state)
 	}
 }
 
+/* Two pools in one process take turns on one device's reply topic, without a match callback:
+ * each stays subscribed to it, so each receives a copy of the other's replies. A copy still on
+ * its way when the next request goes out on that connection must not pass for its reply (the
+ * gateway's two workers met this under ASan: a request answered with the previous one's
+ * reply). */
+static void a_reply_topic_shared_by_two_pools_never_gives_a_stale_reply(void **state)
+{
+	(void)state;
+	struct tb_responder r
+	    = tb_test_responder(RESPONDER_PATH, "--filter", "turns/+/cmd", "--protocol", "3.1.1", NULL);
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.min_size = 1;
+	mqp_pool *p[2]
+	    = { new_pool(tb_test_info()->mqtt_url, &o), new_pool(tb_test_info()->mqtt_url, &o) };
+	int wrong = 0, ok = 0;
+	for (int k = 0; k < 400; k++) { /* without the barrier about 1 in 6 came back stale */
+		char id[32];
+		int n = snprintf(id, sizeof id, "turn-%d", k);
+		struct mqp_reply reply;
+		int rc = mqp_pool_request_legacy(p[k % 2], "turns/d/cmd", id, (size_t)n, 0,
+		    "turns/d/cmd/reply", NULL, NULL, 3000, &reply);
+		if (rc != MQP_OK)
+			continue;
+		if (reply.len == (size_t)n && memcmp(reply.payload, id, (size_t)n) == 0)
+			ok++;
+		else
+			wrong++;
+		mqp_reply_free(&reply);
+	}
+	if (wrong || ok < 390)
+		fail_msg("%d requests got another's reply, %d their own", wrong, ok);
+	mqp_pool_destroy(p[0]);
+	mqp_pool_destroy(p[1]);
+	tb_test_responder_stop(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(legacy_fixed_reply_topic_is_safe),
 		cmocka_unit_test(legacy_a_late_reply_never_reaches_the_next_caller),
 		cmocka_unit_test(legacy_requests_keep_connections_warm),
+		cmocka_unit_test(a_reply_topic_shared_by_two_pools_never_gives_a_stale_reply),
 	};
 	return TB_TEST_RUN(tests, NULL);
 }

@@ -502,6 +502,7 @@ static void a_broker_that_refuses_the_gateway_stops_it_with_the_reason(void **st
 struct legacy_client {
 	int port, id, ok;
 	bool naive;
+	struct http_result bad; /* the last answer that was not the device's */
 };
 
 static void *legacy_client(void *arg)
@@ -514,7 +515,10 @@ static void *legacy_client(void *arg)
 		snprintf(body, sizeof body, "{\"n\":%d}", k);
 		snprintf(want, sizeof want, "\"reply\":{\"n\":%d}", k);
 		struct http_result r = http(c->port, "POST", path, body);
-		c->ok += r.status == 200 && strstr(r.body, want) != NULL;
+		if (r.status == 200 && strstr(r.body, want))
+			c->ok++;
+		else
+			c->bad = r;
 	}
 	return NULL;
 }
@@ -537,7 +541,8 @@ static void legacy_devices_over_311_on_both_routes(void **state)
 	for (int i = 0; i < 2 * N; i++) {
 		pthread_join(t[i], NULL);
 		if (c[i].ok != 10)
-			fail_msg("%s client %d: %d of 10 answered", c[i].naive ? "naive" : "pool", i, c[i].ok);
+			fail_msg("%s client %d: %d of 10 answered; one got %d %s",
+			    c[i].naive ? "naive" : "pool", i, c[i].ok, c[i].bad.status, c[i].bad.body);
 	}
 	assert_int_equal(http(g.port, "GET", "/healthz", NULL).status, 200);
 	gate_stop(&g, 5000);
