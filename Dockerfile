@@ -10,7 +10,7 @@ FROM debian:12 AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential cmake pkg-config \
       libmosquitto-dev mosquitto-dev libssl-dev uthash-dev libcjson-dev libmicrohttpd-dev \
-      libcurl4-openssl-dev libuv1-dev \
+      libcurl4-openssl-dev libuv1-dev libhttp-parser-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -30,10 +30,10 @@ EXPOSE 1883 9883
 USER mosquitto
 CMD ["/usr/sbin/mosquitto", "-c", "/etc/mosquitto/mosquitto.conf"]
 
-# The programs: mqbench, gate-api, responder (and libmqttpool).
+# The programs: mqbench, gate-api, responder (and libmqttpool, which needs only OpenSSL).
 FROM debian:12-slim AS tools
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libmosquitto1 libssl3 libcjson1 libmicrohttpd12 \
+ && apt-get install -y --no-install-recommends libmosquitto1 libssl3 libcjson1 libhttp-parser2.9 \
       libcurl4 libuv1 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/mqtt-pool /opt/mqtt-pool

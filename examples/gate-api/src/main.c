@@ -56,8 +56,8 @@ static const struct mqc_cli_opt options[] = {
 	    0 },
 	{ "pool-min", O_POOL_MIN, "N", "pool connections kept warm (default 2), shared out alike", 0 },
 	{ "max-body", O_MAX_BODY, "BYTES",
-	    "a larger declared body gets 413 before it is read; a chunked\nbody is cut off "
-	    "(connection closed) once it passes it\n(default 16384)",
+	    "a larger body gets 413 (a declared one before it is read, a\nchunked one the moment "
+	    "it passes the limit), then the connection\ncloses (default 16384)",
 	    0 },
 	{ "max-reply", O_MAX_REPLY, "BYTES",
 	    "a larger device reply is dropped: 502 reply_too_large\n(default 1M)", 0 },
@@ -246,17 +246,19 @@ int main(int argc, char **argv)
 	const struct mqc_cli cli = {
 		.prog = "mqp-gate-api",
 		.synopsis = "--broker URL [OPTIONS]",
-		.about = "HTTP gateway: POST /devices/{id}/commands/{name} publishes the body (empty or "
-		         "JSON) to\nPREFIX/{id}/commands/{name} as an MQTT v5 request and answers with "
-		         "the device's reply.\n"
-		         "  POST /devices/{id}/commands/{name}        through libmqttpool (warm "
-		         "connections)\n"
-		         "  POST /naive/devices/{id}/commands/{name}  a new MQTT connection per request\n"
-		         "  GET /healthz, GET /metrics (Prometheus: responses, latency, the pool's "
-		         "statistics)\n"
-		         "Statuses: 200 reply, 400 bad id/name/body, 403 the broker refused the command, "
-		         "404,\n405, 413 body too large, 502 broker unreachable, 503 pool exhausted or "
-		         "shutting down,\n504 device timeout.",
+		.about
+		= "HTTP gateway: POST /devices/{id}/commands/{name} publishes the body (empty or "
+		  "JSON) to\nPREFIX/{id}/commands/{name} as an MQTT v5 request (--protocol 3.1.1: a "
+		  "fixed reply topic)\nand answers with the device's reply.\n"
+		  "  POST /devices/{id}/commands/{name}        through libmqttpool (warm "
+		  "connections)\n"
+		  "  POST /naive/devices/{id}/commands/{name}  a new MQTT connection per request\n"
+		  "  GET /healthz, GET /metrics (Prometheus: responses, latency, the pool's "
+		  "statistics)\n"
+		  "Statuses: 200 reply, 400 bad id/name/body, 403 the broker refused the command, "
+		  "404,\n405, 413 body too large, 502 broker unreachable or refused the gateway, 503 pool "
+		  "exhausted\nor shutting down, 504 device timeout. A broker that refuses the "
+		  "gateway at start stops it\n(exit 1, the broker's reason).",
 		.version = "mqp-gate-api " MQTTPOOL_VERSION,
 		.opts = options,
 		.conn_opts = MQC_CLI_BROKER | MQC_CLI_QOS | MQC_CLI_PROTOCOL,
