@@ -269,6 +269,134 @@ static void bad_input_is_refused_and_never_published(void **state)
 	tb_client_destroy(watch);
 }
 
+/* A raw HTTP connection to the gateway, for what mqc_http_raw cannot say: pipelining, interim
+ * responses, a body the gateway stops reading. */
+static int raw_connect(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+	struct timeval tv = { .tv_sec = 5 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	return fd;
+}
+
+static void raw_send(int fd, const char *text)
+{
+	size_t len = strlen(text);
+	assert_int_equal(send(fd, text, len, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+/* Read into buf (NUL-terminated) until until appears in it, or the gateway closes (until NULL),
+ * within 5 s. Returns the length read. */
+static size_t raw_read(int fd, char *buf, size_t cap, const char *until)
+{
+	size_t n = 0;
+	buf[0] = '\0';
+	uint64_t end = mqc_now_ns() + 5 * MQC_NS_PER_S;
+	while (n + 1 < cap && mqc_now_ns() < end && !(until && strstr(buf, until))) {
+		ssize_t got = recv(fd, buf + n, cap - 1 - n, 0);
+		if (got <= 0)
+			break;
+		n += (size_t)got;
+		buf[n] = '\0';
+	}
+	return n;
+}
+
+static int count(const char *hay, const char *needle)
+{
+	int k = 0;
+	for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+		k++;
+	return k;
+}
+
+/* What the one-loop server does with the bytes a client sends: two pipelined requests in one
+ * write answered in order on one connection; Expect: 100-continue answered before the body (and
+ * a body too large for it refused without one); HEAD without a body; a chunked body past
+ * --max-body answered with a 413 the client can read. */
+static void http_pipelining_continue_head_and_413(void **state)
+{
+	(void)state;
+	struct tb_responder dev
+	    = tb_test_responder(RESPONDER_PATH, "--filter", "devices/+/commands/open", NULL);
+	struct gate g = gate_start(NULL, "--max-body", "64", NULL);
+	char buf[16384];
+
+	int fd = raw_connect(g.port);
+	raw_send(fd,
+	    "POST /devices/p1/commands/open HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n\r\n{\"n\":1}"
+	    "POST /devices/p2/commands/open HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n"
+	    "Connection: close\r\n\r\n{\"n\":2}");
+	raw_read(fd, buf, sizeof buf, NULL);
+	close(fd);
+	const char *first = strstr(buf, "\"device\":\"p1\""),
+	           *second = strstr(buf, "\"device\":\"p2\"");
+	if (count(buf, "HTTP/1.1 200") != 2 || !first || !second || second < first)
+		fail_msg("two pipelined requests: %s", buf);
+	assert_non_null(strstr(second, "\"reply\":{\"n\":2}"));
+
+	fd = raw_connect(g.port);
+	raw_send(fd,
+	    "POST /devices/c1/commands/open HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n"
+	    "Expect: 100-continue\r\nConnection: close\r\n\r\n");
+	raw_read(fd, buf, sizeof buf, "\r\n\r\n");
+	if (strncmp(buf, "HTTP/1.1 100 Continue\r\n\r\n", 25) != 0)
+		fail_msg("Expect: 100-continue answered with: %s", buf);
+	raw_send(fd, "{\"n\":3}");
+	raw_read(fd, buf, sizeof buf, NULL);
+	close(fd);
+	if (!strstr(buf, "HTTP/1.1 200") || !strstr(buf, "\"reply\":{\"n\":3}"))
+		fail_msg("after 100 Continue: %s", buf);
+
+	fd = raw_connect(g.port);
+	raw_send(fd,
+	    "POST /devices/c2/commands/open HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n"
+	    "Expect: 100-continue\r\n\r\n");
+	raw_read(fd, buf, sizeof buf, NULL);
+	close(fd);
+	if (strstr(buf, "100 Continue") || !strstr(buf, "HTTP/1.1 413")
+	    || !strstr(buf, "body_too_large"))
+		fail_msg("a body too large, announced with Expect: 100-continue: %s", buf);
+
+	fd = raw_connect(g.port);
+	raw_send(fd, "HEAD /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	size_t n = raw_read(fd, buf, sizeof buf, NULL);
+	close(fd);
+	const char *end = strstr(buf, "\r\n\r\n");
+	if (strncmp(buf, "HTTP/1.1 200", 12) != 0 || !end || (size_t)(end + 4 - buf) != n
+	    || !strstr(buf, "Content-Length: "))
+		fail_msg("HEAD /healthz: %s", buf);
+
+	/* A chunked body that never ends: the 413 comes while it is being sent. */
+	fd = raw_connect(g.port);
+	raw_send(fd,
+	    "POST /devices/c3/commands/open HTTP/1.1\r\nHost: x\r\n"
+	    "Transfer-Encoding: chunked\r\n\r\n");
+	bool answered = false;
+	for (int i = 0; i < 64 && !answered; i++) {
+		raw_send(fd, "20\r\n\"0123456789012345678901234567890\r\n");
+		char peek[2048];
+		ssize_t got = recv(fd, peek, sizeof peek - 1, MSG_DONTWAIT);
+		if (got > 0) {
+			peek[got] = '\0';
+			answered = strstr(peek, "HTTP/1.1 413") && strstr(peek, "body_too_large");
+			if (!answered)
+				fail_msg("a chunked body past --max-body: %s", peek);
+		}
+		if (!answered)
+			nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
+	}
+	close(fd);
+	if (!answered)
+		fail_msg("64 chunks of 32 bytes past --max-body 64 and no 413");
+	gate_stop(&g, 5000);
+	tb_test_responder_stop(&dev);
+}
+
 struct slow_post {
 	int port;
 	struct http_result r;
@@ -497,6 +625,55 @@ static void a_broker_that_refuses_the_gateway_stops_it_with_the_reason(void **st
 	tb_test_responder_kill(&fake);
 }
 
+/* A broker that starts refusing the gateway after it started (here: none at first, then one that
+ * refuses every CONNECT on that port): both routes answer 502 broker_refused with the reason, at
+ * once - the pooled route as fast as the naive one - and /healthz says why. */
+static void a_broker_that_refuses_later_is_502_broker_refused(void **state)
+{
+	(void)state;
+	int port = tb_test_free_port();
+	char url[64], port_s[16];
+	snprintf(url, sizeof url, "mqtt://127.0.0.1:%d", port);
+	snprintf(port_s, sizeof port_s, "%d", port);
+	struct gate g = gate_start(url, "--timeout", "2s", NULL); /* serves: nothing refused it yet */
+	const char *argv[] = { FAKE_BROKER_PATH, "--mode", "refuse", "--port", port_s, NULL };
+	struct tb_responder fake = tb_test_spawn("ready", argv);
+	char buf[512];
+	struct http_result r = { 0 };
+	uint64_t until = mqc_now_ns() + 10 * MQC_NS_PER_S; /* the pool's backoff is at most 5 s */
+	while (mqc_now_ns() < until) {
+		r = http(g.port, "POST", "/devices/x/commands/open", "");
+		if (r.status == 502
+		    && strcmp(json_str(r.body, "error", buf, sizeof buf), "broker_refused") == 0)
+			break;
+		nanosleep(&(struct timespec) { .tv_nsec = 50000000 }, NULL);
+	}
+	if (strcmp(json_str(r.body, "error", buf, sizeof buf), "broker_refused") != 0
+	    || !strstr(r.body, "not authorized"))
+		fail_msg("the pooled route against a broker that refuses: %d %s", r.status, r.body);
+	uint64_t took[2] = { 0 };
+	for (int route = 0; route < 2; route++) {
+		const char *path = route ? "/naive/devices/x/commands/open" : "/devices/x/commands/open";
+		for (int k = 0; k < 5; k++) {
+			uint64_t t0 = mqc_now_ns();
+			r = http(g.port, "POST", path, "");
+			took[route] += mqc_now_ns() - t0;
+			if (r.status != 502
+			    || strcmp(json_str(r.body, "error", buf, sizeof buf), "broker_refused") != 0)
+				fail_msg("%s: %d %s", path, r.status, r.body);
+		}
+	}
+	/* Five each: the pooled route fails at once, the naive one pays a CONNECT each time. */
+	if (took[0] > took[1] * 2 + 50 * MQC_NS_PER_MS)
+		fail_msg("pooled route %.1f ms against naive %.1f ms for five refusals",
+		    (double)took[0] / 1e6, (double)took[1] / 1e6);
+	r = http(g.port, "GET", "/healthz", NULL);
+	if (r.status != 503 || !strstr(r.body, "\"reason\"") || !strstr(r.body, "not authorized"))
+		fail_msg("/healthz while refused: %d %s", r.status, r.body);
+	gate_stop(&g, 5000);
+	tb_test_responder_kill(&fake);
+}
+
 /* MQTT 3.1.1 devices answer on a fixed reply topic: both routes serve them (--protocol 3.1.1, the
  * reply topic {prefix}/{id}/replies), concurrently for distinct devices. */
 struct legacy_client {
@@ -587,12 +764,14 @@ int main(void)
 		cmocka_unit_test(commands_round_trip_on_both_routes),
 		cmocka_unit_test(a_silent_device_is_504),
 		cmocka_unit_test(bad_input_is_refused_and_never_published),
+		cmocka_unit_test(http_pipelining_continue_head_and_413),
 		cmocka_unit_test(beyond_max_pending_is_503_and_shutdown_finishes_what_is_in_flight),
 		cmocka_unit_test(a_client_that_goes_away_cancels_its_command),
 		cmocka_unit_test(an_unreachable_broker_is_502_with_the_reason),
 		cmocka_unit_test(the_broker_going_down_is_502_then_the_gateway_recovers),
 		cmocka_unit_test(a_command_the_broker_refuses_is_403),
 		cmocka_unit_test(a_broker_that_refuses_the_gateway_stops_it_with_the_reason),
+		cmocka_unit_test(a_broker_that_refuses_later_is_502_broker_refused),
 		cmocka_unit_test(legacy_devices_over_311_on_both_routes),
 		cmocka_unit_test(bad_options_are_refused_with_a_message),
 	};
