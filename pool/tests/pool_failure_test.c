@@ -257,6 +257,40 @@ static int request_and_say(const char *url, int protocol, char *why, size_t len,
 	return rc;
 }
 
+/* A pool that keeps one connection warm, at protocol (5 or 4). */
+static mqp_pool *one_connection_pool(const char *url, int protocol)
+{
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.protocol = protocol;
+	o.min_size = 1;
+	mqp_pool *p = NULL;
+	char err[256];
+	if (mqp_pool_new(url, &o, &p, err, sizeof err) != MQP_OK)
+		fail_msg("mqp_pool_new(%s): %s", url, err);
+	return p;
+}
+
+static bool is_ready(const struct mqp_pool_stats *st)
+{
+	return st->ready >= 1;
+}
+static bool saw_protocol_error(const struct mqp_pool_stats *st)
+{
+	return st->protocol_errors >= 1;
+}
+
+/* The pool's statistics once done says so, or after 3 s. */
+static struct mqp_pool_stats stats_until(mqp_pool *p, bool (*done)(const struct mqp_pool_stats *))
+{
+	struct mqp_pool_stats st;
+	uint64_t until = mqc_now_ns() + 3 * MQC_NS_PER_S;
+	do {
+		nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
+		mqp_pool_stats(p, &st, sizeof st);
+	} while (!done(&st) && mqc_now_ns() < until);
+	return st;
+}
+
 static void a_broker_that_speaks_only_311_is_named_and_confirmed(void **state)
 {
 	(void)state;
@@ -272,19 +306,8 @@ static void a_broker_that_speaks_only_311_is_named_and_confirmed(void **state)
 			fail_msg("%s: %s", modes[i], why);
 		assert_true(took < 2000 * MQC_NS_PER_MS); /* the check is one round trip */
 		/* With protocol 4 the same broker takes the connection (the fake holds it). */
-		struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
-		o.protocol = 4;
-		o.min_size = 1;
-		mqp_pool *p = NULL;
-		char err[256];
-		assert_int_equal(mqp_pool_new(f.url, &o, &p, err, sizeof err), MQP_OK);
-		struct mqp_pool_stats st;
-		uint64_t until = mqc_now_ns() + 3 * MQC_NS_PER_S;
-		do {
-			nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
-			mqp_pool_stats(p, &st, sizeof st);
-		} while (st.ready < 1 && mqc_now_ns() < until);
-		assert_int_equal(st.ready, 1);
+		mqp_pool *p = one_connection_pool(f.url, 4);
+		assert_int_equal(stats_until(p, is_ready).ready, 1);
 		mqp_pool_destroy(p);
 		fake_stop(&f);
 	}
@@ -312,18 +335,8 @@ static void refusals_and_malformed_packets_are_named(void **state)
 		fail_msg("3.1.1 refusal: %s", why);
 	fake_stop(&f);
 	f = fake_start("malformed");
-	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
-	o.min_size = 1;
-	mqp_pool *p = NULL;
-	char err[256];
-	assert_int_equal(mqp_pool_new(f.url, &o, &p, err, sizeof err), MQP_OK);
-	struct mqp_pool_stats st;
-	uint64_t until = mqc_now_ns() + 3 * MQC_NS_PER_S;
-	do {
-		nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
-		mqp_pool_stats(p, &st, sizeof st);
-	} while (st.protocol_errors < 1 && mqc_now_ns() < until);
-	assert_true(st.protocol_errors >= 1);
+	mqp_pool *p = one_connection_pool(f.url, 5);
+	assert_true(stats_until(p, saw_protocol_error).protocol_errors >= 1);
 	mqp_pool_last_error(p, why, sizeof why);
 	assert_non_null(strstr(why, "malformed packet (PUBLISH with QoS 3)"));
 	mqp_pool_destroy(p);
