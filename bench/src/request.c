@@ -294,10 +294,10 @@ static void worker_run(struct worker *w)
 		if (s->mode == 1) {
 			struct mqp_reply reply;
 			unsigned ms = (unsigned)(timeout / MQC_NS_PER_MS);
-			rc = legacy(s) ? mqp_pool_request_legacy(s->pool, w->topic, payload, (size_t)plen,
-			         o->net.qos, w->reply_topic, bench_legacy_match, payload, ms, &reply)
-			               : mqp_pool_request(
-			                   s->pool, w->topic, payload, (size_t)plen, o->net.qos, ms, &reply);
+			rc = (int)(legacy(s) ? mqp_pool_request_legacy(s->pool, w->topic, payload, (size_t)plen,
+			               o->net.qos, w->reply_topic, bench_legacy_match, payload, ms, &reply)
+			                     : mqp_pool_request(s->pool, w->topic, payload, (size_t)plen,
+			                         o->net.qos, ms, &reply));
 			mqp_reply_free(&reply);
 			if (rc != MQP_OK)
 				pool_cause(w, rc);
@@ -322,7 +322,7 @@ static void worker_run(struct worker *w)
 			atomic_fetch_add(&s->errors, 1);
 			bench_failure(s->failures, w->err, connection_failure(rc), done, o->fail_after_ns);
 			if (connection_failure(rc)) /* no hot loop against a broker that refuses */
-				nanosleep(&(struct timespec) { .tv_nsec = 10 * 1000000 }, NULL);
+				nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL); /* 10 ms */
 		}
 		if (s->mode == 2 && rc != MQP_OK && rc != MQP_ETIMEDOUT)
 			break;

@@ -213,7 +213,8 @@ static int probe_v311(
 		return 0;
 	}
 	/* Blocking, within timeout_ms: SO_SNDTIMEO bounds connect(2) too. */
-	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
+	struct timeval tv
+	    = { .tv_sec = timeout_ms / 1000, .tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000 };
 	int fd = -1;
 	for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
 		fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);

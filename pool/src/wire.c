@@ -25,7 +25,7 @@ enum {
 	READ_ROOM = 16384, /* at least this much room for each read */
 	READS_MAX = 4,     /* reads per readiness while each one fills all the room it had */
 };
-#define RX_LIMIT ((size_t)MQP_MAX_PACKET + 2 * READ_ROOM)
+#define RX_LIMIT ((size_t)MQP_MAX_PACKET + 2 * (size_t)READ_ROOM)
 
 /* "<what> <host:port>: <detail>" in w->err. */
 static enum mqp_wire_result fail(struct mqp_wire *w, const char *what, const char *detail)

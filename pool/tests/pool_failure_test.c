@@ -228,7 +228,7 @@ static void fake_stop(struct fake *f)
 }
 
 /* Request, and the error the pool names. */
-static int request_and_say(const char *url, int protocol, char *why, size_t len, uint64_t *took)
+static mqp_err request_and_say(const char *url, int protocol, char *why, size_t len, uint64_t *took)
 {
 	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
 	o.min_size = 0;
@@ -238,14 +238,14 @@ static int request_and_say(const char *url, int protocol, char *why, size_t len,
 	assert_int_equal(mqp_pool_new(url, &o, &p, err, sizeof err), MQP_OK);
 	struct mqp_reply reply;
 	uint64_t t0 = mqc_now_ns();
-	int rc = protocol == 5
+	mqp_err rc = protocol == 5
 	    ? mqp_pool_request(p, "x/cmd", "x", 1, 0, 5000, &reply)
 	    : mqp_pool_request_legacy(p, "x/cmd", "x", 1, 0, "x/reply", NULL, NULL, 5000, &reply);
 	*took = mqc_now_ns() - t0;
 	mqp_pool_last_error(p, why, len);
 	/* A second call, while the pool backs off: the same answer at once (nothing transient). */
 	t0 = mqc_now_ns();
-	int again = protocol == 5
+	mqp_err again = protocol == 5
 	    ? mqp_pool_request(p, "x/cmd", "x", 1, 0, 5000, &reply)
 	    : mqp_pool_request_legacy(p, "x/cmd", "x", 1, 0, "x/reply", NULL, NULL, 5000, &reply);
 	assert_int_equal(again, rc);

@@ -404,24 +404,26 @@ static void respond_text(
 	bool v10 = cn->parser.http_major == 1 && cn->parser.http_minor == 0;
 	bool head = c && c->head;
 	size_t blen = strlen(text);
-	char header[512];
-	int n = snprintf(header, sizeof header,
-	    "HTTP/1.%d %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s\r\n", v10 ? 0 : 1,
-	    status, reason_phrase(status), type, blen,
-	    status == 405 ? "Allow: POST, GET, HEAD\r\n" : "", retry_after ? "Retry-After: 1\r\n" : "",
-	    close     ? "Connection: close\r\n"
-	        : v10 ? "Connection: keep-alive\r\n"
-	              : "");
-	size_t total = (size_t)n + (head ? 0 : blen);
-	char *out = malloc(total);
-	if (!out) {
+	enum { HEADER_MAX = 512 };
+	char *out = malloc(HEADER_MAX + (head ? 0 : blen));
+	int n = out ? snprintf(out, HEADER_MAX,
+	            "HTTP/1.%d %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s\r\n",
+	            v10 ? 0 : 1, status, reason_phrase(status), type, blen,
+	            status == 405 ? "Allow: POST, GET, HEAD\r\n" : "",
+	            retry_after ? "Retry-After: 1\r\n" : "",
+	            close     ? "Connection: close\r\n"
+	                : v10 ? "Connection: keep-alive\r\n"
+	                      : "")
+	            : -1;
+	if (n < 0 || n >= HEADER_MAX) { /* no memory, or a header this code never makes */
+		free(out);
 		free(text);
 		conn_close(cn);
 		return;
 	}
-	memcpy(out, header, (size_t)n);
-	if (!head)
-		memcpy(out + n, text, blen);
+	size_t total = (size_t)n + (head ? 0 : blen);
+	if (!head)                       /* the body after the header: bytes, not a C string */
+		memcpy(out + n, text, blen); /* NOLINT(bugprone-not-null-terminated-result) */
 	free(text);
 	end_call(cn);
 	send_bytes(cn, out, total, close);
@@ -728,10 +730,10 @@ static void run_command(struct worker *w, struct call *c)
 	c->t0 = mqc_now_ns();
 	c->state = CALL_WAITING; /* before the call: a request refused at once completes now */
 	if (rc == MQP_OK && rt->backend == GATE_POOL)
-		rc = legacy ? mqp_pool_request_legacy_async(w->pool, topic, c->body, c->len, cfg->qos,
-		         reply_topic, NULL, NULL, cfg->timeout_ms, on_pool_reply, c, &c->ticket)
-		            : mqp_pool_request_async(w->pool, topic, c->body, c->len, cfg->qos,
-		                cfg->timeout_ms, on_pool_reply, c, &c->ticket);
+		rc = (int)(legacy ? mqp_pool_request_legacy_async(w->pool, topic, c->body, c->len, cfg->qos,
+		               reply_topic, NULL, NULL, cfg->timeout_ms, on_pool_reply, c, &c->ticket)
+		                  : mqp_pool_request_async(w->pool, topic, c->body, c->len, cfg->qos,
+		                      cfg->timeout_ms, on_pool_reply, c, &c->ticket));
 	else if (rc == MQP_OK)
 		rc = naive_start(w, c, topic, legacy ? reply_topic : NULL);
 	if (rc != MQP_OK) { /* never started: answer now */
@@ -1164,9 +1166,13 @@ static int listen_on(struct worker *w, struct sockaddr_in sa)
 			close(fd);
 		return -e;
 	}
-	struct sockaddr_in bound;
+	struct sockaddr_in bound = { 0 };
 	socklen_t len = sizeof bound;
-	getsockname(fd, (struct sockaddr *)&bound, &len);
+	if (getsockname(fd, (struct sockaddr *)&bound, &len) != 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
 	w->port = ntohs(bound.sin_port);
 	uv_tcp_init(&w->loop, &w->listener);
 	w->listener.data = w;
@@ -1341,7 +1347,7 @@ int gate_server_broker_check(struct gate_server *s, unsigned wait_ms, char *why,
 	pthread_rwlock_rdlock(&s->pools_lock);
 	mqp_pool *pool = s->w[0].pool;
 	mqp_lease lease;
-	int rc = pool ? mqp_pool_acquire(pool, wait_ms, &lease) : MQP_ECLOSED;
+	mqp_err rc = pool ? mqp_pool_acquire(pool, wait_ms, &lease) : MQP_ECLOSED;
 	if (rc == MQP_OK)
 		mqp_lease_release(&lease);
 	else if (pool)
