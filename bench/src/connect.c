@@ -34,6 +34,7 @@
 #include "mqc_client.h"
 #include "mqc_clock.h"
 #include "mqc_mqtt.h"
+#include "mqc_tls.h"
 
 #ifndef IP_BIND_ADDRESS_NO_PORT
 #define IP_BIND_ADDRESS_NO_PORT 24
@@ -233,7 +234,7 @@ static void on_event(struct storm *s, struct attempt *a, uint32_t events)
 			if (s->ctx) {
 				a->ssl = SSL_new(s->ctx);
 				SSL_set_fd(a->ssl, a->fd);
-				SSL_set_tlsext_host_name(a->ssl, s->o->net.conn.url.host);
+				mqc_tls_set_sni(a->ssl, s->o->net.conn.url.host);
 				SSL_set1_host(a->ssl, s->o->net.conn.url.host);
 				a->state = ST_TLS;
 				tls_step(s, a);

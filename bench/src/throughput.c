@@ -75,7 +75,8 @@ static void on_signal(int sig)
 	interrupted = 1;
 }
 
-static void vfail(struct bench *b, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void vfail(
+    struct bench *b, const char *fmt, va_list ap)
 {
 	if (!b->failure[0]) /* the first failure is the reason */
 		vsnprintf(b->failure, sizeof b->failure, fmt, ap);

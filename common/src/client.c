@@ -243,7 +243,7 @@ static int probe_v311(
 			snprintf(what, len, "TLS for the 3.1.1 CONNECT: %.150s", ctx ? "out of memory" : err);
 			goto done;
 		}
-		SSL_set_tlsext_host_name(ssl, o->url.host);
+		mqc_tls_set_sni(ssl, o->url.host);
 		if (SSL_connect(ssl) != 1) {
 			snprintf(what, len, "the 3.1.1 CONNECT's TLS handshake failed");
 			goto done;

@@ -3,7 +3,7 @@
  * mqc_tls.h - a TLS client context as every client of the project makes it (tls.c): the
  * broker's certificate verified against cafile or the system's trust store, and its host name
  * (or IP address) checked; a client certificate when given. The pool, mqbench's connect storm and
- * the 3.1.1 check (mqc_probe.h) use it.
+ * the 3.1.1 check (mqc_client_explain_connect_failure) use it.
  */
 #ifndef MQC_TLS_H
 #define MQC_TLS_H
@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 typedef struct ssl_ctx_st SSL_CTX;
+typedef struct ssl_st SSL;
 
 /**
  * A client context for host. cafile NULL: the system's store. certfile and keyfile go together.
@@ -18,5 +19,8 @@ typedef struct ssl_ctx_st SSL_CTX;
  */
 SSL_CTX *mqc_tls_client_ctx(const char *cafile, const char *certfile, const char *keyfile,
     const char *host, char *err, size_t errlen);
+
+/** Server Name Indication for host on ssl, unless host is an IP address (SNI is for names). */
+void mqc_tls_set_sni(SSL *ssl, const char *host);
 
 #endif

@@ -42,3 +42,14 @@ ssl_error:
 	SSL_CTX_free(ctx);
 	return NULL;
 }
+
+void mqc_tls_set_sni(SSL *ssl, const char *host)
+{
+	unsigned char ip[16];
+	if (inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1)
+		return;
+	/* SSL_set_tlsext_host_name is a macro that casts its name to void * (OpenSSL copies it) */
+	char name[256];
+	if (snprintf(name, sizeof name, "%s", host) < (int)sizeof name)
+		SSL_set_tlsext_host_name(ssl, name);
+}

@@ -5,7 +5,6 @@
 #define _GNU_SOURCE
 #include "wire.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "mqc_net.h"
+#include "mqc_tls.h"
 #include "mqttpool.h"
 
 enum {
@@ -121,9 +121,7 @@ enum mqp_wire_result mqp__wire_start(struct mqp_wire *w, const char *host, int p
 		}
 		SSL_set_bio(w->ssl, w->rbio, w->wbio); /* the SSL owns both now */
 		SSL_set_connect_state(w->ssl);
-		unsigned char ip[16];
-		if (inet_pton(AF_INET, host, ip) != 1 && inet_pton(AF_INET6, host, ip) != 1)
-			SSL_set_tlsext_host_name(w->ssl, host); /* SNI is for names, never addresses */
+		mqc_tls_set_sni(w->ssl, host);
 	}
 	if (try_next(w, 0) != MQP_WIRE_OK) {
 		mqp__wire_close(w);

@@ -356,13 +356,14 @@ int tb_broker_start(
 			return -1;
 		}
 		plugin = o->plugin;
-	} else if (!o->no_probe && TB_PROBE_PATH[0] && access(TB_PROBE_PATH, R_OK) == 0) {
+	} else if (!o->no_probe && strcmp(TB_PROBE_PATH, "") != 0 && access(TB_PROBE_PATH, R_OK) == 0) {
 		plugin = TB_PROBE_PATH;
 	}
 	if (plugin && !realpath(plugin, info->plugin))
 		mqc_strlcpy(info->plugin, plugin, sizeof info->plugin);
 	/* A sanitized build of the probe needs its runtime preloaded into the stock broker. */
-	if (plugin && !o->preload && TB_SANITIZER_PRELOAD[0] && strcmp(plugin, TB_PROBE_PATH) == 0)
+	if (plugin && !o->preload && strcmp(TB_SANITIZER_PRELOAD, "") != 0
+	    && strcmp(plugin, TB_PROBE_PATH) == 0)
 		mqc_strlcpy(b->preload, TB_SANITIZER_PRELOAD, sizeof b->preload);
 
 	const char *tmp = o->parent_dir ? o->parent_dir : getenv("TMPDIR");

@@ -163,7 +163,7 @@ static http_parser_settings parser_settings;
 
 /* Messages at most one a second: past a connection limit there is one for every refused
  * connection, and a flood of them must not become a flood of log lines. */
-static void log_limitedv(const char *fmt, va_list ap)
+__attribute__((format(printf, 1, 0))) static void log_limitedv(const char *fmt, va_list ap)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	static uint64_t last_ns;
