@@ -26,7 +26,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/mqtt-pool/lib/mosquitto/mqtt_probe.so /usr/lib/mosquitto/mqtt_probe.so
 COPY deploy/docker/mosquitto.conf /etc/mosquitto/mosquitto.conf
-EXPOSE 1883 9883
+EXPOSE 1883 18830
 USER mosquitto
 CMD ["/usr/sbin/mosquitto", "-c", "/etc/mosquitto/mosquitto.conf"]
 

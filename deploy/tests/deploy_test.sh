@@ -69,7 +69,7 @@ fi
 mqtt_port=$("$build"/test-broker/tb-free-port) http_port=$("$build"/test-broker/tb-free-port)
 plugin=$(find "$build" -name mqtt_probe.so | head -n 1)
 sed -e "s|^plugin /usr/lib/mosquitto/mqtt_probe.so|plugin $plugin|" \
-    -e "s|^plugin_opt_http_listen 0.0.0.0:9883|plugin_opt_http_listen 127.0.0.1:$http_port|" \
+    -e "s|^plugin_opt_http_listen 0.0.0.0:18830|plugin_opt_http_listen 127.0.0.1:$http_port|" \
     -e "s|^listener 1883 0.0.0.0|listener $mqtt_port 127.0.0.1|" \
     "$src"/deploy/docker/mosquitto.conf >"$tmp/mosquitto.conf"
 [ "$(id -u)" = 0 ] && echo "user root" >>"$tmp/mosquitto.conf"

@@ -257,13 +257,21 @@ int probe_events__disconnect(int event, void *event_data, void *userdata)
 	return MOSQ_ERR_SUCCESS;
 }
 
+/* mosquitto 2.1's HTTP API authenticates each request through the plugins' auth and ACL hooks,
+ * with a made-up client ("http-api"), on libmicrohttpd's thread: not a connect, a client or a
+ * delivery, and not a thread that may touch the probe's state. */
+static bool foreign_thread(const struct probe_state *s)
+{
+	return s->broker_thread_known && !pthread_equal(pthread_self(), s->broker_thread);
+}
+
 int probe_events__basic_auth(int event, void *event_data, void *userdata)
 {
 	(void)event;
 	struct mosquitto_evt_basic_auth *ed = event_data;
 	struct probe_state *s = userdata;
 	struct probe_client *c;
-	if (s->events21)
+	if (s->events21 || foreign_thread(s))
 		return MOSQ_ERR_PLUGIN_DEFER; /* 2.1 counts connects from CONNECT */
 	/* SIGHUP re-runs authentication for every session: a connected client is counted once,
 	 * an offline session not at all. */
@@ -322,6 +330,8 @@ int probe_events__acl_check(int event, void *event_data, void *userdata)
 	(void)event;
 	struct mosquitto_evt_acl_check *ed = event_data;
 	struct probe_state *s = userdata;
+	if (foreign_thread(s))
+		return MOSQ_ERR_PLUGIN_DEFER;
 	if (ed->access == MOSQ_ACL_READ)
 		probe_fanout__read(&s->fanout, &s->metrics, ed->payload);
 	else if (ed->access == MOSQ_ACL_SUBSCRIBE)

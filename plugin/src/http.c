@@ -114,8 +114,12 @@ static int listen_socket(const char *host, int port, char *err, size_t errlen)
 	int one = 1;
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0
 	    || bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 128) != 0) {
-		snprintf(
-		    err, errlen, "http_listen: cannot listen on %s:%d: %s", host, port, strerror(errno));
+		int e = errno;
+		char holder[192] = "";
+		if (e == EADDRINUSE)
+			probe_port__holder(port, holder, sizeof holder);
+		snprintf(err, errlen, "http_listen: cannot listen on %s:%d: %s%s%s", host, port,
+		    strerror(e), holder[0] ? ": " : "", holder);
 		if (fd >= 0)
 			close(fd);
 		return -1;

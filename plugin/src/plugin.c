@@ -11,6 +11,7 @@
  * With per_listener_settings true mosquitto initialises the plugin once per listener: every
  * instance shares one process-wide state and one HTTP server (reference counted).
  */
+#include <limits.h>
 #include <mosquitto.h>
 #include <mosquitto_broker.h>
 #include <mosquitto_plugin.h>
@@ -75,7 +76,7 @@ PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void *
     struct mosquitto_opt *options, int option_count)
 {
 	struct probe_opt opts[64];
-	char err[256];
+	char err[1024];
 	if (option_count > (int)(sizeof opts / sizeof opts[0])) {
 		mosquitto_log_printf(
 		    MOSQ_LOG_ERR, "mqtt_probe: Error: too many plugin_opt_* lines (%d)", option_count);
@@ -91,6 +92,19 @@ PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void *
 
 	if (state.refs == 0) {
 		state.cfg = cfg;
+		/* The broker calls every event on this thread; 2.1's HTTP API calls the auth chain
+		 * from its own, and the probe must not count (or touch anything) there. */
+		state.broker_thread = pthread_self();
+		state.broker_thread_known = true;
+		char conf[PATH_MAX];
+		bool given = false;
+		for (int i = 0; i < option_count; i++)
+			given = given || strcmp(opts[i].key, "http_listen") == 0;
+		if (cfg.http_enabled && probe_conf__path(conf, sizeof conf)
+		    && probe_conf__conflict(conf, cfg.http_host, cfg.http_port, given, err, sizeof err)) {
+			mosquitto_log_printf(MOSQ_LOG_ERR, "mqtt_probe: Error: %s", err);
+			return MOSQ_ERR_INVAL;
+		}
 		if (cfg.http_enabled) {
 			state.http = probe_http__start(
 			    cfg.http_host, cfg.http_port, &state.metrics, cfg.observe_auth, err, sizeof err);

@@ -9,6 +9,7 @@
 #ifndef PROBE_H
 #define PROBE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -21,7 +22,10 @@
 #define PROBE_STAMP_KEY    "broker-rx-ns"
 #define PROBE_TX_STAMP_KEY "broker-tx-ns"
 #define PROBE_SYS_TOPIC    "$SYS/broker/probe/metrics"
-#define PROBE_DEFAULT_HTTP "127.0.0.1:9883"
+/* Outside the Prometheus exporter range 9100-9999 (allocated in full) and away from every
+ * mosquitto default: 1883, 8883, and 9883, where 2.1's official image puts its http_api
+ * listener (README: the probe's port). */
+#define PROBE_DEFAULT_HTTP "127.0.0.1:18830"
 
 /* --- options --------------------------------------------------------------------------- */
 
@@ -230,6 +234,41 @@ struct probe_http *probe_http__start(const char *host, int port, const struct pr
     bool observe_auth, char *err, size_t errlen);
 void probe_http__stop(struct probe_http *h);
 
+/* --- the probe's address against the broker's configuration (conflict.c) ---------------- */
+
+struct probe_conf_line {
+	char file[256];
+	int line; /* 0: not there */
+};
+
+/** A listener in the broker's configuration. */
+struct probe_listener {
+	int port;
+	char host[256];    /* empty: every address */
+	char protocol[16]; /* mqtt, websockets, http_api */
+	struct probe_conf_line where, protocol_where;
+};
+
+/**
+ * Read the listeners of a mosquitto configuration file (its include_dir files too, in the
+ * order mosquitto reads them) into out. option, when not NULL, gets where the first
+ * plugin_opt_http_listen line is. Returns how many, or -1 when the file cannot be read.
+ */
+int probe_conf__read(
+    const char *path, struct probe_listener *out, int max, struct probe_conf_line *option);
+/** The configuration file this process was started with (-c FILE), from /proc/self/cmdline. */
+bool probe_conf__path(char *buf, size_t len);
+/** Whether a listener would want the probe's numeric host and port. */
+bool probe_conf__overlaps(const struct probe_listener *l, const char *host, int port);
+/**
+ * Whether host:port is the address of a listener in the configuration at conf_path. If so, err
+ * names both lines and what to do.
+ */
+bool probe_conf__conflict(
+    const char *conf_path, const char *host, int port, bool option_given, char *err, size_t errlen);
+/** Who listens on port: "held by pid N (comm)", or why that cannot be told. */
+void probe_port__holder(int port, char *out, size_t len);
+
 /* --- broker events (events.c) ------------------------------------------------------------ */
 
 struct probe_client; /* connected-client set entry (observe_auth) */
@@ -247,6 +286,8 @@ struct probe_state {
 	unsigned stamp_seq; /* sampling: messages that passed the topic filter */
 	bool hold;          /* 2.1 with the stamp on: rx-to-tx histogram */
 	bool events21;      /* 2.1's CONNECT and CLIENT_OFFLINE registered: they keep the client set */
+	pthread_t broker_thread; /* the thread that loaded the probe: the broker's */
+	bool broker_thread_known;
 };
 
 #define PROBE_QOS2_TTL_NS (30ULL * 1000000000ULL)

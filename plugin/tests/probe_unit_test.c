@@ -12,6 +12,7 @@
 #include <mqtt_protocol.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "broker_stubs.h"
@@ -33,7 +34,7 @@ static void options_defaults_and_values(void **state)
 	assert_int_equal(parse(&cfg, err, NULL, NULL), 0);
 	assert_true(cfg.http_enabled);
 	assert_string_equal(cfg.http_host, "127.0.0.1");
-	assert_int_equal(cfg.http_port, 9883);
+	assert_int_equal(cfg.http_port, 18830);
 	assert_int_equal(cfg.sys_interval_s, 10);
 	assert_false(cfg.observe_auth);
 	assert_true(cfg.stamp);
@@ -359,6 +360,114 @@ static void fanout_counts_reads_per_message(void **state)
 	free(stub.publish_payload);
 }
 
+struct foreign_call {
+	struct probe_state *s;
+	const void *payload;
+	int rc_auth, rc_acl;
+};
+
+static void *call_from_another_thread(void *arg)
+{
+	struct foreign_call *f = arg;
+	struct mosquitto_evt_basic_auth a = { .client = (struct mosquitto *)(uintptr_t) "http-api" };
+	struct mosquitto_evt_acl_check ed = { .payload = f->payload, .access = MOSQ_ACL_READ };
+	f->rc_auth = probe_events__basic_auth(MOSQ_EVT_BASIC_AUTH, &a, f->s);
+	f->rc_acl = probe_events__acl_check(MOSQ_EVT_ACL_CHECK, &ed, f->s);
+	return NULL;
+}
+
+/* mosquitto 2.1's HTTP API runs the auth chain on its own thread with a made-up client. */
+static void auth_calls_from_another_thread_are_not_counted(void **state)
+{
+	(void)state;
+	struct probe_state s = fresh(true);
+	s.broker_thread = pthread_self();
+	s.broker_thread_known = true;
+	char m1[4];
+	message(&s, m1, 4, 0, false);
+	struct foreign_call f = { .s = &s, .payload = m1 };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, call_from_another_thread, &f), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(f.rc_auth, MOSQ_ERR_PLUGIN_DEFER);
+	assert_int_equal(f.rc_acl, MOSQ_ERR_PLUGIN_DEFER);
+	read(&s, m1, MOSQ_ACL_READ); /* the broker's own thread still counts */
+	probe_events__tick(MOSQ_EVT_TICK, &(struct mosquitto_evt_tick) { 0 }, &s);
+	assert_int_equal(probe_get(&s.metrics.connects), 0);
+	assert_int_equal(probe_get(&s.metrics.connected), 0);
+	assert_int_equal(probe_get(&s.metrics.routing_checks), 1);
+	free(stub.publish_payload);
+	stub.publish_payload = NULL;
+}
+
+/* The broker's configuration: listeners, include_dir, and what overlaps the probe's address. */
+static void broker_configuration_conflicts(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/probe-conf-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char path[128], inc[128], err[1024];
+	snprintf(path, sizeof path, "%s/mosquitto.conf", dir);
+	snprintf(inc, sizeof inc, "%s/conf.d", dir);
+	assert_int_equal(mkdir(inc, 0700), 0);
+	FILE *f = fopen(path, "w");
+	fprintf(f,
+	    "# comment\nlistener 1883\nallow_anonymous true\n\nlistener 9883\n"
+	    "protocol http_api\ninclude_dir %s\nplugin /x/mqtt_probe.so\n"
+	    "plugin_opt_http_listen 127.0.0.1:9883\n",
+	    inc);
+	fclose(f);
+	char sub[160];
+	snprintf(sub, sizeof sub, "%s/b.conf", inc);
+	f = fopen(sub, "w");
+	fprintf(f, "listener 8080 127.0.0.1\nprotocol websockets\n");
+	fclose(f);
+	snprintf(sub, sizeof sub, "%s/a.conf", inc);
+	f = fopen(sub, "w");
+	fprintf(f, "listener 0 /run/mosquitto.sock\n");
+	fclose(f);
+
+	struct probe_listener ls[8];
+	struct probe_conf_line option;
+	assert_int_equal(probe_conf__read(path, ls, 8, &option), 4);
+	assert_int_equal(ls[0].port, 1883);
+	assert_string_equal(ls[0].protocol, "mqtt");
+	assert_int_equal(ls[0].where.line, 2);
+	assert_int_equal(ls[1].port, 9883);
+	assert_string_equal(ls[1].protocol, "http_api");
+	assert_int_equal(ls[1].protocol_where.line, 6);
+	assert_int_equal(ls[2].port, 0); /* a.conf before b.conf */
+	assert_int_equal(ls[3].port, 8080);
+	assert_string_equal(ls[3].host, "127.0.0.1");
+	assert_string_equal(ls[3].protocol, "websockets");
+	assert_int_equal(option.line, 9);
+
+	assert_true(probe_conf__overlaps(&ls[1], "127.0.0.1", 9883)); /* a wildcard listener */
+	assert_false(probe_conf__overlaps(&ls[1], "127.0.0.1", 18830));
+	assert_true(probe_conf__overlaps(&ls[3], "0.0.0.0", 8080)); /* a wildcard probe */
+	assert_true(probe_conf__overlaps(&ls[3], "127.0.0.1", 8080));
+	assert_false(probe_conf__overlaps(&ls[3], "127.0.0.2", 8080)); /* another address */
+	assert_false(probe_conf__overlaps(&ls[3], "::1", 8080));
+
+	assert_true(probe_conf__conflict(path, "127.0.0.1", 9883, true, err, sizeof err));
+	assert_non_null(strstr(err, "mosquitto.conf:9)"));
+	assert_non_null(strstr(err, "'listener 9883'"));
+	assert_non_null(strstr(err, "'protocol http_api' ("));
+	assert_non_null(strstr(err, "mosquitto.conf:6)"));
+	assert_true(probe_conf__conflict(path, "127.0.0.1", 8080, false, err, sizeof err));
+	assert_non_null(strstr(err, "no plugin_opt_http_listen line"));
+	assert_non_null(strstr(err, "b.conf:1"));
+	assert_false(probe_conf__conflict(path, "127.0.0.1", 18830, false, err, sizeof err));
+	assert_false(probe_conf__conflict("/nonexistent", "127.0.0.1", 9883, true, err, sizeof err));
+
+	remove(sub);
+	snprintf(sub, sizeof sub, "%s/b.conf", inc);
+	remove(sub);
+	remove(inc);
+	remove(path);
+	remove(dir);
+}
+
 static void tick_publishes_retained_json_with_expiry(void **state)
 {
 	(void)state;
@@ -403,6 +512,8 @@ int main(void)
 		cmocka_unit_test(disconnects_split_by_identity),
 		cmocka_unit_test(auth_observer_counts_each_client_once_and_defers),
 		cmocka_unit_test(fanout_counts_reads_per_message),
+		cmocka_unit_test(auth_calls_from_another_thread_are_not_counted),
+		cmocka_unit_test(broker_configuration_conflicts),
 		cmocka_unit_test(tick_publishes_retained_json_with_expiry),
 		cmocka_unit_test(decimal_formatting),
 	};
