@@ -26,9 +26,10 @@
  */
 struct probe_client {
 	const struct mosquitto *client;
-	char *offline_id;     /* NULL: connected; else the client id of an offline session */
-	UT_hash_handle hh;    /* s->clients, by client pointer */
-	UT_hash_handle hh_id; /* s->offline, offline sessions by client id */
+	char *offline_id;               /* NULL: connected; else the client id of an offline session */
+	UT_hash_handle hh;              /* s->clients, by client pointer */
+	UT_hash_handle hh_id;           /* s->offline, offline sessions by client id */
+	struct probe_slow_stats window; /* 2.1: this window's in-broker waits (slow subscribers) */
 };
 
 /* Offline sessions kept at most: past this they are forgotten (as before, a SIGHUP may count
@@ -210,6 +211,9 @@ static void gone21(struct probe_state *s, const struct mosquitto *client, int re
 	if (c) {
 		probe_add(&s->metrics.disconnects_identified, 1);
 		probe_sub(&s->metrics.connected, 1);
+		if (s->slow_on && c->window.deliveries) /* ranked now: its window ends with it */
+			probe_slow__rank(&s->slow_building, s->slow.top, s->slow.threshold_ns,
+			    mosquitto_client_id(client), &c->window);
 		client_drop(s, c);
 	} else {
 		probe_add(&s->metrics.disconnects_anonymous, 1);
@@ -311,7 +315,18 @@ int probe_events__message_out(int event, void *event_data, void *userdata)
 	if (!s->hold || !probe_props__find_u64(ed->properties, PROBE_STAMP_KEY, &rx))
 		return MOSQ_ERR_SUCCESS; /* not stamped when it came in */
 	uint64_t tx = clock_ns(CLOCK_REALTIME);
-	probe_metrics__observe_hold(&s->metrics, tx > rx ? tx - rx : 0);
+	uint64_t hold = tx > rx ? tx - rx : 0;
+	probe_metrics__observe_hold(&s->metrics, hold);
+	if (s->slow_on) {
+		struct probe_client *c;
+		HASH_FIND_PTR(s->clients, &ed->client, c);
+		if (c) {
+			if (hold > c->window.max_ns)
+				c->window.max_ns = hold;
+			c->window.sum_ns += hold;
+			c->window.deliveries++;
+		}
+	}
 	if (s->cfg.tx_stamp && mosquitto_client_protocol_version(ed->client) == 5) {
 		char value[24];
 		mosquitto_property *copy;
@@ -371,6 +386,44 @@ void probe_events__publish_sys(struct probe_state *s)
 	probe_buf__free(&json);
 }
 
+void probe_events__slow_start(struct probe_state *s)
+{
+	struct probe_slow *slow = &s->slow;
+	if (!s->hold || !s->events21 || s->cfg.slow_top == 0 || s->slow_on)
+		return;
+	slow->top = s->cfg.slow_top;
+	slow->threshold_ns = (uint64_t)s->cfg.slow_threshold_ms * 1000000ULL;
+	slow->window_s = s->cfg.slow_window_s;
+	pthread_mutex_init(&slow->lock, NULL);
+	s->slow_next_ns = clock_ns(CLOCK_MONOTONIC_COARSE) + (uint64_t)slow->window_s * 1000000000ULL;
+	s->slow_on = true;
+	s->metrics.slow = slow; /* plugin.c sets it before the HTTP thread starts: the same value */
+	atomic_store(&slow->enabled, true);
+}
+
+/* A window ended: rank every connected client's (those that left during it are ranked already),
+ * start the next, hand the ranking over. The walk is over the connected clients, once a window
+ * (10 s by default). */
+static void slow_tick(struct probe_state *s, uint64_t now)
+{
+	if (now >= s->slow_next_ns) {
+		struct probe_slow_view *v = &s->slow_building;
+		for (struct probe_client *c = s->clients; c; c = c->hh.next) {
+			if (c->window.deliveries)
+				probe_slow__rank(v, s->slow.top, s->slow.threshold_ns,
+				    mosquitto_client_id(c->client), &c->window);
+			c->window = (struct probe_slow_stats) { 0 };
+		}
+		v->valid = true;
+		s->slow_pending = *v;
+		memset(v, 0, sizeof *v);
+		s->slow_unpublished = true;
+		s->slow_next_ns = now + (uint64_t)s->slow.window_s * 1000000000ULL;
+	}
+	if (s->slow_unpublished && probe_slow__publish(&s->slow, &s->slow_pending))
+		s->slow_unpublished = false;
+}
+
 /* mosquitto calls TICK on every pass of its loop, which under load is about once per message:
  * the clock read here is the coarse one (a few ns; the $SYS interval is seconds, the QoS 2 TTL
  * 30 s). 2.1 lets a plugin ask to be called less often (next_ms), but forgets that request on the
@@ -384,6 +437,8 @@ int probe_events__tick(int event, void *event_data, void *userdata)
 	uint64_t now = clock_ns(CLOCK_MONOTONIC_COARSE);
 	if (s->cfg.observe_auth)
 		probe_fanout__tick(&s->fanout, &s->metrics, now, PROBE_QOS2_TTL_NS);
+	if (s->slow_on)
+		slow_tick(s, now);
 	if (s->cfg.sys_interval_s && now >= s->next_sys_ns) {
 		probe_events__publish_sys(s);
 		s->next_sys_ns = now + (uint64_t)s->cfg.sys_interval_s * 1000000000ULL;
@@ -397,4 +452,9 @@ void probe_events__clear(struct probe_state *s)
 	 * through uthash's macros and takes the freed head for the new one. */
 	while (s->clients)
 		client_drop(s, s->clients); /* NOLINT(clang-analyzer-unix.Malloc) */
+	if (s->slow_on) {               /* the readers are gone (the HTTP thread is joined first) */
+		atomic_store(&s->slow.enabled, false);
+		pthread_mutex_destroy(&s->slow.lock);
+		s->slow_on = false;
+	}
 }

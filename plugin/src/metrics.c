@@ -153,6 +153,8 @@ void probe_metrics__render_prometheus(const struct probe_metrics *m, const struc
 		    m->hold_buckets, probe_hold_bounds_ns, PROBE_HOLD_BUCKETS, probe_get(&m->hold_sum_ns),
 		    true);
 
+	probe_slow__render_prometheus(m->slow, b);
+
 	header(b, "mosquitto_messages_received_total", "counter",
 	    "Inbound PUBLISH messages the broker accepted (after its ACL check), by QoS and "
 	    "retain flag.");
@@ -309,6 +311,7 @@ void probe_metrics__render_json(const struct probe_metrics *m, const struct prob
 		probe_buf__printf(
 		    b, ",\"hold_ns_sum\":%llu", (unsigned long long)probe_get(&m->hold_sum_ns));
 	}
+	probe_slow__render_json(m->slow, b);
 	if (observe_auth || atomic_load(&m->connect_events))
 		probe_buf__printf(b, ",\"connects\":%llu,\"connected\":%llu",
 		    (unsigned long long)probe_get(&m->connects),

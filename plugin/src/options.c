@@ -80,7 +80,12 @@ static int parse_listen(const char *v, struct probe_config *cfg)
 int probe_options__parse(
     const struct probe_opt *opts, int count, struct probe_config *cfg, char *err, size_t errlen)
 {
-	*cfg = (struct probe_config) { .sys_interval_s = 10, .stamp = true, .stamp_every = 1 };
+	*cfg = (struct probe_config) { .sys_interval_s = 10,
+		.stamp = true,
+		.stamp_every = 1,
+		.slow_top = 10,
+		.slow_threshold_ms = 10,
+		.slow_window_s = 10 };
 	parse_listen(PROBE_DEFAULT_HTTP, cfg);
 	for (int i = 0; i < count; i++) {
 		const char *k = opts[i].key, *v = opts[i].value ? opts[i].value : "";
@@ -118,10 +123,29 @@ int probe_options__parse(
 		} else if (strcmp(k, "tx_stamp") == 0) {
 			if (parse_bool(v, &cfg->tx_stamp) != 0)
 				expect = "true or false";
+		} else if (strcmp(k, "slow_top") == 0) {
+			unsigned long n;
+			if (parse_uint(v, PROBE_SLOW_TOP_MAX, &n) != 0)
+				expect = "a whole number from 0 (off) to 100";
+			else
+				cfg->slow_top = (unsigned)n;
+		} else if (strcmp(k, "slow_threshold_ms") == 0) {
+			unsigned long n;
+			if (parse_uint(v, 3600000, &n) != 0)
+				expect = "whole milliseconds from 0 to 3600000";
+			else
+				cfg->slow_threshold_ms = (unsigned)n;
+		} else if (strcmp(k, "slow_window") == 0) {
+			unsigned long n;
+			if (parse_uint(v, 3600, &n) != 0 || n == 0)
+				expect = "whole seconds from 1 to 3600";
+			else
+				cfg->slow_window_s = (unsigned)n;
 		} else {
 			snprintf(err, errlen,
 			    "unknown option plugin_opt_%s (known: http_listen, sys_interval, "
-			    "observe_auth, stamp, stamp_every, stamp_topic, tx_stamp)",
+			    "observe_auth, stamp, stamp_every, stamp_topic, tx_stamp, slow_top, "
+			    "slow_threshold_ms, slow_window)",
 			    k);
 			return -1;
 		}

@@ -95,6 +95,7 @@ PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void *
 		/* The broker calls every event on this thread; 2.1's HTTP API calls the auth chain
 		 * from its own, and the probe must not count (or touch anything) there. */
 		state.broker_thread = pthread_self();
+		state.metrics.slow = &state.slow; /* read only once slow.enabled is set */
 		state.broker_thread_known = true;
 		char conf[PATH_MAX];
 		bool given = false;
@@ -180,6 +181,7 @@ PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void *
 		state.events21 = true;
 		atomic_store(&state.metrics.connect_events, true);
 	}
+	probe_events__slow_start(&state);
 	state.refs++;
 	*userdata = inst;
 

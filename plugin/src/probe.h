@@ -42,6 +42,10 @@ struct probe_config {
 	unsigned stamp_topics; /* 0: every topic; else the filters below */
 	char stamp_topic[PROBE_STAMP_TOPICS_MAX][256];
 	bool tx_stamp; /* mosquitto 2.1: add broker-tx-ns to each stamped delivery */
+	/* mosquitto 2.1 with the stamp: the slowest subscribers of each window (slow.c) */
+	unsigned slow_top; /* K; 0: off */
+	unsigned slow_threshold_ms;
+	unsigned slow_window_s;
 };
 
 struct probe_opt {
@@ -66,6 +70,57 @@ int probe_options__parse(
 #define PROBE_HOLD_BUCKETS 20
 
 typedef atomic_uint_fast64_t probe_counter;
+
+/* --- slow subscribers (mosquitto 2.1 with the stamp) ----------------------------------------
+ * Per connected client, a window's worth of in-broker waits (receive to MESSAGE_OUT) of the
+ * stamped messages it was sent: constant memory a client. When a window ends the broker thread
+ * ranks the clients whose longest wait reached the threshold, keeps the K slowest by name and
+ * folds every other client into one "rest", and hands the result to the readers under a lock it
+ * only ever tries (it never waits on the HTTP thread). */
+
+#define PROBE_SLOW_TOP_MAX 100
+#define PROBE_SLOW_ID_MAX \
+	128 /* bytes of a client id kept for its label (cut on a UTF-8 boundary) */
+
+struct probe_slow_stats {
+	uint64_t max_ns, sum_ns, deliveries;
+};
+
+struct probe_slow_entry {
+	char client_id[PROBE_SLOW_ID_MAX + 1];
+	struct probe_slow_stats stats;
+};
+
+/** One window's result. */
+struct probe_slow_view {
+	bool valid;                   /* a window has ended */
+	uint64_t over;                /* clients whose longest wait reached the threshold */
+	unsigned n;                   /* of them, listed in top, slowest first */
+	struct probe_slow_stats rest; /* every client that was sent something and is not listed */
+	struct probe_slow_entry top[PROBE_SLOW_TOP_MAX];
+};
+
+/** What the readers see: set up at load, then the last window's view under the lock. */
+struct probe_slow {
+	atomic_bool enabled;
+	unsigned top;
+	uint64_t threshold_ns;
+	unsigned window_s;
+	pthread_mutex_t lock;
+	struct probe_slow_view view;
+};
+
+/** Rank one client's window into view (which starts zeroed with valid set). */
+void probe_slow__rank(struct probe_slow_view *view, unsigned top, uint64_t threshold_ns,
+    const char *client_id, const struct probe_slow_stats *stats);
+/** Hand view to the readers if the lock is free now. Returns false if it was not (try later). */
+bool probe_slow__publish(struct probe_slow *slow, const struct probe_slow_view *view);
+
+struct probe_buf;
+/** The last window's figures as Prometheus families, or nothing when slow is off. */
+void probe_slow__render_prometheus(struct probe_slow *slow, struct probe_buf *out);
+/** The same as a ,"slow_subscribers":{...} member of the JSON document. */
+void probe_slow__render_json(struct probe_slow *slow, struct probe_buf *out);
 
 /* Why a connection ended, as mosquitto 2.1 reports it in DISCONNECT and CLIENT_OFFLINE (2.0
  * passes no reason). A small fixed set: a label value per broker error code would not be. */
@@ -113,6 +168,7 @@ struct probe_metrics {
 	probe_counter subscribe_checks[2]; /* [0] SUBSCRIBE, [1] UNSUBSCRIBE filters checked */
 	probe_counter fanout_buckets[PROBE_FANOUT_BUCKETS];
 	probe_counter fanout_sum;
+	struct probe_slow *slow; /* NULL or not enabled: no slow-subscriber figures */
 };
 
 /* Single writer (the broker thread): a relaxed load and store, no locked instruction. */
@@ -286,6 +342,12 @@ struct probe_state {
 	unsigned stamp_seq; /* sampling: messages that passed the topic filter */
 	bool hold;          /* 2.1 with the stamp on: rx-to-tx histogram */
 	bool events21;      /* 2.1's CONNECT and CLIENT_OFFLINE registered: they keep the client set */
+	struct probe_slow slow;
+	struct probe_slow_view slow_building; /* this window: the clients that left during it */
+	struct probe_slow_view slow_pending;  /* the last window, until the readers have it */
+	bool slow_unpublished;
+	uint64_t slow_next_ns;   /* when the window ends (CLOCK_MONOTONIC_COARSE) */
+	bool slow_on;            /* 2.1, the stamp, the client set and slow_top > 0 */
 	pthread_t broker_thread; /* the thread that loaded the probe: the broker's */
 	bool broker_thread_known;
 };
@@ -310,6 +372,9 @@ int probe_events__client_offline(int event, void *event_data, void *userdata);
 
 /** Publish the JSON figures on PROBE_SYS_TOPIC (retained, with a message expiry). */
 void probe_events__publish_sys(struct probe_state *s);
+
+/** Start ranking slow subscribers (at load, before the HTTP thread reads metrics). */
+void probe_events__slow_start(struct probe_state *s);
 
 /** Forget the connected-client set. */
 void probe_events__clear(struct probe_state *s);

@@ -252,6 +252,138 @@ static void message_out_measures_time_in_broker(void **state)
 	probe_props__set_api(&(struct probe_props_api) { 0 });
 }
 
+/* A delivery to client (an id string, as the stubs take it) of a message stamped ago_ns ago. */
+static void deliver(struct probe_state *s, const char *client, uint64_t ago_ns)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	char rx[24];
+	probe_u64_to_dec((uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec - ago_ns, rx);
+	struct fake_prop stamp = { NULL, MQTT_PROP_USER_PROPERTY, "broker-rx-ns", rx };
+	struct mosquitto_evt_message ed
+	    = { .client = (struct mosquitto *)(uintptr_t)client, .properties = (void *)&stamp };
+	assert_int_equal(probe_events__message_out(27, &ed, s), MOSQ_ERR_SUCCESS);
+}
+
+static void connect21(struct probe_state *s, const char *client)
+{
+	void *ed[2] = { NULL, (void *)(uintptr_t)client }; /* 2.1's CONNECT: future, client */
+	assert_int_equal(probe_events__connect(PROBE_EVT_CONNECT, ed, s), MOSQ_ERR_SUCCESS);
+}
+
+/* The K slowest subscribers of a window by name, the others folded into the rest. */
+static void slow_subscribers_top_k_and_the_rest(void **state)
+{
+	(void)state;
+	struct probe_state s = fresh(false);
+	probe_props__set_api(&fake_props_api);
+	s.hold = true;
+	s.events21 = true;
+	s.cfg.slow_top = 2;
+	s.cfg.slow_threshold_ms = 50;
+	s.cfg.slow_window_s = 1;
+	s.metrics.slow = &s.slow;
+	probe_events__slow_start(&s);
+	assert_true(s.slow_on);
+	const char *fast = "fast", *slow = "slow \"q\"\n", *slower = "slower", *slowest = "slowest";
+	const char *gone = "gone";
+	connect21(&s, fast);
+	connect21(&s, slow);
+	connect21(&s, slower);
+	connect21(&s, slowest);
+	for (int i = 0; i < 10; i++)
+		deliver(&s, fast, 100000); /* 0.1 ms */
+	deliver(&s, slow, 60000000);   /* 60 ms: over the threshold, third */
+	deliver(&s, slower, 10000000);
+	deliver(&s, slower, 200000000); /* 200 ms: second, mean 105 ms */
+	deliver(&s, slowest, 900000000);
+	deliver(&s, gone, 900000000); /* not connected (no CONNECT seen): not counted */
+	s.slow_next_ns = 0;           /* the window ends at the next tick */
+	probe_events__tick(MOSQ_EVT_TICK, &(struct mosquitto_evt_tick) { 0 }, &s);
+
+	const struct probe_slow_view *v = &s.slow.view;
+	assert_true(v->valid);
+	assert_int_equal(v->over, 3);
+	assert_int_equal(v->n, 2);
+	assert_string_equal(v->top[0].client_id, slowest);
+	assert_string_equal(v->top[1].client_id, slower);
+	assert_int_equal(v->top[1].stats.deliveries, 2);
+	assert_int_equal(v->rest.deliveries, 11); /* fast's 10 and slow's 1 */
+	assert_true(v->rest.max_ns >= 60000000 && v->rest.max_ns < 200000000);
+
+	struct probe_buf b = { 0 };
+	probe_metrics__render_prometheus(&s.metrics, NULL, false, &b);
+	b.data[b.len] = '\0';
+	char dup[256];
+	if (mqc_prom_duplicate(b.data, dup, sizeof dup))
+		fail_msg("series %s appears twice in:\n%s", dup, b.data);
+	if (!has_line(b.data, "mosquitto_slow_subscribers 3")
+	    || !strstr(b.data, "mosquitto_slow_subscriber_hold_max_seconds{client_id=\"slowest\"} 0.9")
+	    || !has_line(b.data, "mosquitto_slow_subscriber_deliveries{client_id=\"slower\"} 2")
+	    || !has_line(b.data, "mosquitto_slow_subscriber_rest_deliveries 11")
+	    || strstr(b.data, "client_id=\"fast\""))
+		fail_msg("slow subscribers wrong in:\n%s", b.data);
+	probe_buf__free(&b);
+
+	/* A new window: only what came since. slow's id needs escaping in both renderings. */
+	deliver(&s, slow, 70000000);
+	s.slow_next_ns = 0;
+	probe_events__tick(MOSQ_EVT_TICK, &(struct mosquitto_evt_tick) { 0 }, &s);
+	assert_int_equal(v->over, 1);
+	assert_int_equal(v->n, 1);
+	assert_int_equal(v->rest.deliveries, 0);
+	probe_metrics__render_prometheus(&s.metrics, NULL, false, &b);
+	b.data[b.len] = '\0';
+	if (!strstr(b.data,
+	        "mosquitto_slow_subscriber_hold_max_seconds{client_id=\"slow \\\"q\\\"\\n\"} 0.07"))
+		fail_msg("label not escaped in:\n%s", b.data);
+	probe_buf__free(&b);
+	probe_metrics__render_json(&s.metrics, NULL, false, 0, &b);
+	b.data[b.len] = '\0';
+	if (!strstr(
+	        b.data, "\"top\":[{\"client_id\":\"slow \\\"q\\\"\\u000a\",\"hold_max_seconds\":0.07"))
+		fail_msg("JSON not escaped in:\n%s", b.data);
+	probe_buf__free(&b);
+
+	/* A client that leaves during a window is ranked in it. */
+	const char *leaver = "leaver";
+	connect21(&s, leaver);
+	deliver(&s, leaver, 300000000);
+	void *off[3] = { NULL, (void *)(uintptr_t)leaver, NULL }; /* CLIENT_OFFLINE, reason 0 */
+	probe_events__client_offline(PROBE_EVT_CLIENT_OFFLINE, off, &s);
+	s.slow_next_ns = 0;
+	probe_events__tick(MOSQ_EVT_TICK, &(struct mosquitto_evt_tick) { 0 }, &s);
+	assert_int_equal(v->n, 1);
+	assert_string_equal(v->top[0].client_id, leaver);
+
+	free(stub.publish_payload);
+	stub.publish_payload = NULL;
+	probe_events__clear(&s);
+	assert_false(atomic_load(&s.slow.enabled));
+	probe_props__set_api(&(struct probe_props_api) { 0 });
+}
+
+/* Ids are cut to PROBE_SLOW_ID_MAX bytes, never inside a UTF-8 character. */
+static void slow_subscriber_ids_are_bounded(void **state)
+{
+	(void)state;
+	static struct probe_slow_view v;
+	char id[300];
+	memset(id, 'a', sizeof id);
+	memcpy(id + PROBE_SLOW_ID_MAX - 1, "\xc3\xa9", 2); /* a 2-byte character across the cut */
+	id[sizeof id - 1] = '\0';
+	struct probe_slow_stats st = { .max_ns = 5, .sum_ns = 5, .deliveries = 1 };
+	probe_slow__rank(&v, 10, 1, id, &st);
+	assert_int_equal(strlen(v.top[0].client_id), PROBE_SLOW_ID_MAX - 1);
+	for (int i = 0; i < 200; i++) /* many more than K: the list holds K, the rest the others */
+		probe_slow__rank(&v, 10, 1, "x", &(struct probe_slow_stats) { (uint64_t)i + 1, 1, 1 });
+	assert_int_equal(v.n, 10);
+	assert_int_equal(v.over, 201);
+	assert_int_equal(v.top[0].stats.max_ns, 200);
+	assert_int_equal(v.top[9].stats.max_ns, 191);
+	assert_int_equal(v.rest.deliveries, 191);
+}
+
 static void disconnect_reasons_of_mosquitto_21(void **state)
 {
 	(void)state;
@@ -514,6 +646,8 @@ int main(void)
 		cmocka_unit_test(fanout_counts_reads_per_message),
 		cmocka_unit_test(auth_calls_from_another_thread_are_not_counted),
 		cmocka_unit_test(broker_configuration_conflicts),
+		cmocka_unit_test(slow_subscribers_top_k_and_the_rest),
+		cmocka_unit_test(slow_subscriber_ids_are_bounded),
 		cmocka_unit_test(tick_publishes_retained_json_with_expiry),
 		cmocka_unit_test(decimal_formatting),
 	};

@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * slow.c - the slowest subscribers of a window, and their two renderings.
+ *
+ * The broker thread ranks (probe_slow__rank) and publishes (probe_slow__publish, a trylock: it
+ * never waits); the HTTP thread and the $SYS document render the published view under the lock.
+ * Bounded everywhere: at most PROBE_SLOW_TOP_MAX clients by name, each id at most
+ * PROBE_SLOW_ID_MAX bytes, every other client folded into one "rest".
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "probe.h"
+
+static void merge(struct probe_slow_stats *into, const struct probe_slow_stats *s)
+{
+	if (s->max_ns > into->max_ns)
+		into->max_ns = s->max_ns;
+	into->sum_ns += s->sum_ns;
+	into->deliveries += s->deliveries;
+}
+
+/* A copy of id cut to PROBE_SLOW_ID_MAX bytes, never inside a UTF-8 sequence. */
+static void copy_id(char *out, const char *id)
+{
+	size_t n = strlen(id);
+	if (n > PROBE_SLOW_ID_MAX) {
+		n = PROBE_SLOW_ID_MAX;
+		while (n > 0 && ((unsigned char)id[n] & 0xC0) == 0x80)
+			n--;
+	}
+	memcpy(out, id, n);
+	out[n] = '\0';
+}
+
+void probe_slow__rank(struct probe_slow_view *view, unsigned top, uint64_t threshold_ns,
+    const char *client_id, const struct probe_slow_stats *stats)
+{
+	if (stats->deliveries == 0)
+		return;
+	if (stats->max_ns < threshold_ns || top == 0) {
+		if (stats->max_ns >= threshold_ns)
+			view->over++;
+		merge(&view->rest, stats);
+		return;
+	}
+	view->over++;
+	unsigned at = view->n; /* where it goes: after every slower one */
+	while (at > 0 && view->top[at - 1].stats.max_ns < stats->max_ns)
+		at--;
+	if (at == top) { /* slower ones fill the list */
+		merge(&view->rest, stats);
+		return;
+	}
+	if (view->n == top) /* the last one leaves the list for the rest */
+		merge(&view->rest, &view->top[--view->n].stats);
+	memmove(&view->top[at + 1], &view->top[at], (view->n - at) * sizeof view->top[0]);
+	copy_id(view->top[at].client_id, client_id ? client_id : "");
+	view->top[at].stats = *stats;
+	view->n++;
+}
+
+bool probe_slow__publish(struct probe_slow *slow, const struct probe_slow_view *view)
+{
+	if (pthread_mutex_trylock(&slow->lock) != 0)
+		return false;
+	slow->view.valid = view->valid;
+	slow->view.over = view->over;
+	slow->view.n = view->n;
+	slow->view.rest = view->rest;
+	memcpy(slow->view.top, view->top, view->n * sizeof view->top[0]);
+	pthread_mutex_unlock(&slow->lock);
+	return true;
+}
+
+static double seconds(uint64_t ns)
+{
+	return (double)ns / 1e9;
+}
+
+static double mean_seconds(const struct probe_slow_stats *s)
+{
+	return s->deliveries ? seconds(s->sum_ns) / (double)s->deliveries : 0;
+}
+
+/* A Prometheus label value: backslash, double quote and newline escaped. */
+static void label_value(struct probe_buf *b, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			probe_buf__printf(b, "\\%c", *v);
+		else if (*v == '\n')
+			probe_buf__printf(b, "\\n");
+		else
+			probe_buf__printf(b, "%c", *v);
+	}
+}
+
+/* A JSON string's contents: quote, backslash and control characters escaped. */
+static void json_string(struct probe_buf *b, const char *v)
+{
+	for (; *v; v++) {
+		unsigned char c = (unsigned char)*v;
+		if (c == '\\' || c == '"')
+			probe_buf__printf(b, "\\%c", c);
+		else if (c < 0x20)
+			probe_buf__printf(b, "\\u%04x", c);
+		else
+			probe_buf__printf(b, "%c", c);
+	}
+}
+
+static void per_client(struct probe_buf *b, const struct probe_slow_view *v, const char *name,
+    const char *type, const char *help, int what)
+{
+	probe_buf__printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	for (unsigned i = 0; i < v->n; i++) {
+		const struct probe_slow_stats *s = &v->top[i].stats;
+		probe_buf__printf(b, "%s{client_id=\"", name);
+		label_value(b, v->top[i].client_id);
+		if (what == 0)
+			probe_buf__printf(b, "\"} %.9f\n", seconds(s->max_ns));
+		else if (what == 1)
+			probe_buf__printf(b, "\"} %.9f\n", mean_seconds(s));
+		else
+			probe_buf__printf(b, "\"} %llu\n", (unsigned long long)s->deliveries);
+	}
+}
+
+static void gauge(struct probe_buf *b, const char *name, const char *help, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void gauge(struct probe_buf *b, const char *name, const char *help, const char *fmt, ...)
+{
+	char value[64];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(value, sizeof value, fmt, ap);
+	va_end(ap);
+	probe_buf__printf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %s\n", name, help, name, name, value);
+}
+
+void probe_slow__render_prometheus(struct probe_slow *slow, struct probe_buf *b)
+{
+	if (!slow || !atomic_load(&slow->enabled))
+		return;
+	pthread_mutex_lock(&slow->lock);
+	const struct probe_slow_view *v = &slow->view;
+	gauge(b, "mosquitto_slow_subscriber_window_seconds",
+	    "Length of the window the slow-subscriber figures cover (plugin_opt_slow_window).", "%u",
+	    slow->window_s);
+	gauge(b, "mosquitto_slow_subscriber_threshold_seconds",
+	    "A subscriber is slow when a stamped message waited this long inside the broker for it "
+	    "(plugin_opt_slow_threshold_ms).",
+	    "%.3f", seconds(slow->threshold_ns));
+	gauge(b, "mosquitto_slow_subscribers",
+	    "Connected clients for which a stamped message waited at least the threshold inside the "
+	    "broker in the last window (mosquitto 2.1: receive to MESSAGE_OUT), listed or not.",
+	    "%llu", (unsigned long long)v->over);
+	per_client(b, v, "mosquitto_slow_subscriber_hold_max_seconds", "gauge",
+	    "The K slowest subscribers of the last window (plugin_opt_slow_top): the longest a "
+	    "stamped message waited inside the broker for each.",
+	    0);
+	per_client(b, v, "mosquitto_slow_subscriber_hold_mean_seconds", "gauge",
+	    "The same subscribers: the mean wait of the stamped messages sent to each in the window.",
+	    1);
+	per_client(b, v, "mosquitto_slow_subscriber_deliveries", "gauge",
+	    "The same subscribers: stamped messages sent to each in the window.", 2);
+	gauge(b, "mosquitto_slow_subscriber_rest_hold_max_seconds",
+	    "Every other client sent stamped messages in the last window, together: the longest "
+	    "wait.",
+	    "%.9f", seconds(v->rest.max_ns));
+	gauge(b, "mosquitto_slow_subscriber_rest_deliveries",
+	    "Every other client, together: stamped messages sent in the last window.", "%llu",
+	    (unsigned long long)v->rest.deliveries);
+	pthread_mutex_unlock(&slow->lock);
+}
+
+void probe_slow__render_json(struct probe_slow *slow, struct probe_buf *b)
+{
+	if (!slow || !atomic_load(&slow->enabled))
+		return;
+	pthread_mutex_lock(&slow->lock);
+	const struct probe_slow_view *v = &slow->view;
+	probe_buf__printf(b,
+	    ",\"slow_subscribers\":{\"window_seconds\":%u,\"threshold_seconds\":%.3f,"
+	    "\"over_threshold\":%llu,\"top\":[",
+	    slow->window_s, seconds(slow->threshold_ns), (unsigned long long)v->over);
+	for (unsigned i = 0; i < v->n; i++) {
+		const struct probe_slow_stats *s = &v->top[i].stats;
+		probe_buf__printf(b, "%s{\"client_id\":\"", i ? "," : "");
+		json_string(b, v->top[i].client_id);
+		probe_buf__printf(b,
+		    "\",\"hold_max_seconds\":%.9f,\"hold_mean_seconds\":%.9f,\"deliveries\":%llu}",
+		    seconds(s->max_ns), mean_seconds(s), (unsigned long long)s->deliveries);
+	}
+	probe_buf__printf(b, "],\"rest\":{\"hold_max_seconds\":%.9f,\"deliveries\":%llu}}",
+	    seconds(v->rest.max_ns), (unsigned long long)v->rest.deliveries);
+	pthread_mutex_unlock(&slow->lock);
+}

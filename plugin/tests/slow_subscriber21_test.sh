@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
+# The slow subscriber, named (mosquitto 2.1): three healthy QoS 1 subscribers and one whose
+# process is stopped (SIGSTOP) while 300 messages go out, so it reads nothing: its 20 in-flight
+# messages are not acknowledged and the rest wait in its queue inside the broker. When it is let
+# go, the broker sends them, seconds late. The probe's ranking of that window must name it first,
+# with its longest wait, and name none of the healthy ones; $SYS says the same.
+# Usage: slow_subscriber21_test.sh MOSQUITTO_2.1 PROBE_SO FREE_PORT   (exits 77 without 2.1)
+set -u
+MOSQ=${1:-} PROBE=$2 FREE_PORT=$3
+if [ -z "$MOSQ" ] || [ ! -x "$MOSQ" ]; then
+  echo "skipped: no mosquitto 2.1 build (scripts/mosquitto-2.1; needs ../shared/vendor/mosquitto-2.1.2.tar.gz)"
+  exit 77
+fi
+runtime=$(ldd "$PROBE" 2>/dev/null | grep -oE '/[^ ]*lib(asan|tsan)\.so[^ ]*' | head -n 1)
+tmp=$(mktemp -d /tmp/probe-slow21-XXXXXX)
+broker_pid="" pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null; kill "$p" 2>/dev/null; done
+  if [ -n "$broker_pid" ]; then
+    kill "$broker_pid" 2>/dev/null
+    for _ in $(seq 50); do kill -0 "$broker_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$broker_pid" 2>/dev/null
+    wait "$broker_pid" 2>/dev/null
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+port=$("$FREE_PORT") metrics_port=$("$FREE_PORT")
+cat >"$tmp/mosquitto.conf" <<CONF
+user root
+log_dest stderr
+log_type error
+log_type warning
+listener $port 127.0.0.1
+allow_anonymous true
+sys_interval 1
+plugin $PROBE
+plugin_opt_http_listen 127.0.0.1:$metrics_port
+plugin_opt_sys_interval 1
+plugin_opt_slow_top 3
+plugin_opt_slow_threshold_ms 200
+plugin_opt_slow_window 2
+CONF
+LD_PRELOAD=$runtime ASAN_OPTIONS=detect_leaks=0 "$MOSQ" -c "$tmp/mosquitto.conf" 2>"$tmp/broker.log" &
+broker_pid=$!
+for _ in $(seq 50); do curl -s --max-time 1 -o /dev/null "http://127.0.0.1:$metrics_port/metrics" && break; sleep 0.1; done
+curl -s --max-time 5 "http://127.0.0.1:$metrics_port/metrics" | grep -q '^mosquitto_slow_subscribers ' \
+  || fail "no slow-subscriber figures on 2.1: $(cat "$tmp/broker.log")"
+
+sub() { # ID: a QoS 1 subscriber that takes the 300 messages
+  mosquitto_sub -h 127.0.0.1 -p "$port" -q 1 -i "$1" -t slow21/t -C 300 >"$tmp/$1.out" 2>&1 &
+  pids+=($!)
+}
+for i in 1 2 3; do sub "healthy-$i"; done
+sub "stuck-1"
+stuck=${pids[3]}
+mosquitto_sub -h 127.0.0.1 -p "$port" -v -t '$SYS/broker/probe/metrics' >"$tmp/sys.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 50); do
+  [ "$(curl -s --max-time 2 "http://127.0.0.1:$metrics_port/metrics" | awk '$1 == "mosquitto_connected_clients" { print $2 }')" = 5 ] && break
+  sleep 0.1
+done
+kill -STOP "$stuck"
+mosquitto_pub -h 127.0.0.1 -p "$port" -q 1 -t slow21/t -m x --repeat 300 --repeat-delay 0.01 2>/dev/null \
+  || fail "the publisher was refused"
+sleep 0.5
+kill -CONT "$stuck"
+for p in "${pids[@]:0:4}"; do wait "$p" || fail "a subscriber did not get its 300 messages"; done
+
+# The window that saw the stuck subscriber's queue go out: within two windows and a tick.
+found=""
+for _ in $(seq 60); do
+  curl -s --max-time 2 "http://127.0.0.1:$metrics_port/metrics" >"$tmp/metrics"
+  grep -q '^mosquitto_slow_subscriber_hold_max_seconds{client_id="stuck-1"}' "$tmp/metrics" && { found=1; break; }
+  sleep 0.1
+done
+[ -n "$found" ] || fail "the stuck subscriber is not listed: $(grep slow_subscriber "$tmp/metrics")"
+first=$(grep '^mosquitto_slow_subscriber_hold_max_seconds{' "$tmp/metrics" | head -n 1)
+wait_s=$(awk '{ print $2 }' <<<"$first")
+case $first in
+  *'client_id="stuck-1"}'*) ;;
+  *) fail "the stuck subscriber is not first: $(grep slow_subscriber "$tmp/metrics")" ;;
+esac
+awk -v w="$wait_s" 'BEGIN { exit !(w >= 1.0) }' || fail "its longest wait is $wait_s s; it was stopped for 3 s"
+grep -q 'client_id="healthy-' "$tmp/metrics" && fail "a healthy subscriber is listed: $(grep slow_subscriber "$tmp/metrics")"
+over=$(awk '$1 == "mosquitto_slow_subscribers" { print $2 }' "$tmp/metrics")
+[ "$over" = 1 ] || fail "mosquitto_slow_subscribers is $over, want 1"
+echo "ok: the stuck subscriber tops the list (longest wait $wait_s s, $(awk '$1 ~ /deliveries\{client_id="stuck-1"\}/ { print $2 }' "$tmp/metrics") messages in the window); no healthy one is listed"
+
+# $SYS: the same ranking in the JSON document (published every second).
+for _ in $(seq 30); do
+  grep -q '"top":\[{"client_id":"stuck-1"' "$tmp/sys.out" && break
+  sleep 0.1
+done
+grep -q '"top":\[{"client_id":"stuck-1"' "$tmp/sys.out" || fail "\$SYS never listed the stuck subscriber first"
+grep '"top":\[{"client_id":"stuck-1"' "$tmp/sys.out" | grep -q 'healthy-' && fail "\$SYS lists a healthy subscriber"
+echo "ok: \$SYS/broker/probe/metrics lists it first too"
