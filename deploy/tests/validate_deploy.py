@@ -157,6 +157,13 @@ for where, d in by_kind.get("ServiceMonitor", []):
         if chosen and e.get("port") not in services[chosen[0]][1]:
             problem(where, f"endpoint port {e.get('port')} is not a named port of Service {chosen[0]}")
 
+rules = yaml.safe_load(open(os.path.join(src, "deploy/alerts/mqtt-pool.rules.yml")))["groups"]
+if not by_kind.get("PrometheusRule"):
+    problem("deploy/k8s/monitoring", "no PrometheusRule: the stack's alert rules are not shipped for the Operator")
+for where, d in by_kind.get("PrometheusRule", []):
+    if (need(d, "spec.groups", where) or []) != rules:
+        problem(where, "its groups differ from deploy/alerts/mqtt-pool.rules.yml (keep them identical)")
+
 jobs = by_kind.get("Job", [])
 if not jobs:
     problem("deploy/k8s", "no Job")
