@@ -351,8 +351,8 @@ void probe_port__holder(int port, char *out, size_t len)
 	while (d && (e = readdir(d)) && scanned++ < PROC_SCAN_MAX) {
 		if (!isdigit((unsigned char)e->d_name[0]) || !pid_has_socket(e->d_name, inodes, n))
 			continue;
+		long pid = strtol(e->d_name, NULL, 10); /* before closedir: e lives in d */
 		closedir(d);
-		long pid = strtol(e->d_name, NULL, 10);
 		if (pid == (long)getpid()) {
 			snprintf(out, len, "held by this broker process itself (pid %ld)", pid);
 			return;

@@ -53,6 +53,10 @@ expect_refusal() { # WHAT NEEDLE...: the broker exits non-zero within 5 s and it
   local what=$1 rc=0
   shift
   LD_PRELOAD=$runtime ASAN_OPTIONS=detect_leaks=0 timeout 5 "$MOSQ" -c "$tmp/mosquitto.conf" >"$tmp/broker.log" 2>&1 || rc=$?
+  # 2.1.2 under a sanitizer runtime can hang in exit after saying it terminates: that is a refusal
+  if [ "$rc" = 124 ] && [ -n "$runtime" ] && grep -q "terminating" "$tmp/broker.log"; then
+    rc=1
+  fi
   if [ "$rc" = 0 ] || [ "$rc" = 124 ]; then
     fail "$what: the broker started (exit $rc)"
     return
