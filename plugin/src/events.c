@@ -397,7 +397,7 @@ void probe_events__slow_start(struct probe_state *s)
 	pthread_mutex_init(&slow->lock, NULL);
 	s->slow_next_ns = clock_ns(CLOCK_MONOTONIC_COARSE) + (uint64_t)slow->window_s * 1000000000ULL;
 	s->slow_on = true;
-	s->metrics.slow = slow; /* plugin.c sets it before the HTTP thread starts: the same value */
+	/* s->metrics.slow already points here: the caller sets it before the HTTP thread starts */
 	atomic_store(&slow->enabled, true);
 }
 

@@ -373,7 +373,7 @@ int probe_events__client_offline(int event, void *event_data, void *userdata);
 /** Publish the JSON figures on PROBE_SYS_TOPIC (retained, with a message expiry). */
 void probe_events__publish_sys(struct probe_state *s);
 
-/** Start ranking slow subscribers (at load, before the HTTP thread reads metrics). */
+/** Start ranking slow subscribers (at load). s->metrics.slow must already point to s->slow. */
 void probe_events__slow_start(struct probe_state *s);
 
 /** Forget the connected-client set. */
