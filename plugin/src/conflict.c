@@ -312,7 +312,7 @@ static int listening_inodes(const char *table, int port, unsigned long *inodes, 
 
 static bool pid_has_socket(const char *pid, const unsigned long *inodes, int n)
 {
-	char dir[64];
+	char dir[sizeof "/proc//fd" + NAME_MAX];
 	snprintf(dir, sizeof dir, "/proc/%s/fd", pid);
 	DIR *d = opendir(dir);
 	if (!d)
