@@ -184,8 +184,12 @@ static pid_t perf_start(pid_t pid, const char *name, int round, double seconds)
 {
 	char out[1024], target[16], dur[32], slug[64];
 	size_t k = 0;
-	for (const char *c = name; *c && k + 1 < sizeof slug; c++)
-		slug[k++] = (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ? *c : '_';
+	for (const char *c = name; *c && k + 1 < sizeof slug; c++) {
+		bool plain = (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9');
+		slug[k++] = *c;
+		if (!plain)
+			slug[k - 1] = '_';
+	}
 	slug[k] = '\0';
 	snprintf(out, sizeof out, "%s/%s-r%d.data", perf_dir, slug, round + 1);
 	snprintf(target, sizeof target, "%d", (int)pid);
