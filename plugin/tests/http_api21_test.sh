@@ -18,31 +18,7 @@ if [ -z "$MOSQ" ] || [ ! -x "$MOSQ" ] || [ ! -f "$official" ]; then
   echo "skipped: no mosquitto 2.1 build with its source (scripts/mosquitto-2.1; needs ../shared/vendor/mosquitto-2.1.2.tar.gz)"
   exit 77
 fi
-runtime=$(ldd "$PROBE" 2>/dev/null | grep -oE '/[^ ]*lib(asan|tsan)\.so[^ ]*' | head -n 1)
-tmp=$(mktemp -d /tmp/probe-http-api21-XXXXXX)
-broker_pid="" others=()
-stop_broker() {
-  [ -n "$broker_pid" ] || return 0
-  kill "$broker_pid" 2>/dev/null
-  for _ in $(seq 50); do kill -0 "$broker_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -9 "$broker_pid" 2>/dev/null
-  wait "$broker_pid" 2>/dev/null
-  broker_pid=""
-}
-cleanup() {
-  for p in "${others[@]}"; do kill "$p" 2>/dev/null; done
-  stop_broker
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
-metric() { curl -s --max-time 5 "http://127.0.0.1:$metrics_port/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
-wait_metric() { # NAME VALUE: until it has it, at most 5 s
-  for _ in $(seq 50); do [ "$(metric "$1")" = "$2" ] && return 0; sleep 0.1; done
-  return 1
-}
+. "$(dirname "$0")/broker21.sh" http-api21
 start_broker() { # the configuration in $tmp/mosquitto.conf; waits for URL $1 to answer
   LD_PRELOAD=$runtime ASAN_OPTIONS=detect_leaks=0 "$MOSQ" -c "$tmp/mosquitto.conf" 2>"$tmp/broker.log" &
   broker_pid=$!

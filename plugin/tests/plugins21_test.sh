@@ -12,33 +12,7 @@ if [ -z "$MOSQ" ] || [ ! -x "$MOSQ" ] || [ ! -f "$plugins/password-file/mosquitt
   echo "skipped: no mosquitto 2.1 build with its plugins (scripts/mosquitto-2.1; needs ../shared/vendor/mosquitto-2.1.2.tar.gz)"
   exit 77
 fi
-# A sanitized probe loads into the (uninstrumented) broker only with its runtime preloaded, as
-# test-broker does; the broker's own exit-time allocations are not the probe's leaks.
-runtime=$(ldd "$PROBE" 2>/dev/null | grep -oE '/[^ ]*lib(asan|tsan)\.so[^ ]*' | head -n 1)
-tmp=$(mktemp -d /tmp/probe-plugins21-XXXXXX)
-broker_pid="" subs=()
-stop_broker() { # SIGTERM, then SIGKILL after 5 s (2.1.2 under a sanitizer runtime can hang in exit)
-  [ -n "$broker_pid" ] || return 0
-  kill "$broker_pid" 2>/dev/null
-  for _ in $(seq 50); do kill -0 "$broker_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -9 "$broker_pid" 2>/dev/null
-  wait "$broker_pid" 2>/dev/null
-  broker_pid=""
-}
-cleanup() {
-  for p in "${subs[@]}"; do kill "$p" 2>/dev/null; done
-  stop_broker
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
-metric() { curl -s --max-time 5 "http://127.0.0.1:$metrics_port/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
-wait_metric() { # NAME VALUE: until it has it, at most 5 s
-  for _ in $(seq 50); do [ "$(metric "$1")" = "$2" ] && return 0; sleep 0.1; done
-  return 1
-}
+. "$(dirname "$0")/broker21.sh" plugins21
 
 mosquitto_passwd -c -b "$tmp/passwd" dev secret 2>/dev/null
 printf 'user dev\ntopic readwrite p21/#\ntopic read /api/#\n' >"$tmp/acl"
@@ -71,10 +45,10 @@ CONF
   c0=$(metric mosquitto_connects_total) n0=$(metric mosquitto_connected_clients)
   d0=$(metric mosquitto_deliveries_total)
   [ -n "$c0" ] && [ -n "$d0" ] || { fail "$mode: no probe metrics ($(cat "$tmp/broker.log"))"; break; }
-  subs=()
+  others=()
   for i in 1 2; do
     mosquitto_sub "${me[@]}" -q 1 -t "p21/t" -C 5 >/dev/null 2>&1 &
-    subs+=($!)
+    others+=($!)
   done
   wait_metric mosquitto_connected_clients $((n0 + 2)) || fail "$mode: two subscribers not counted connected"
   # The HTTP API: every request is authenticated through the plugins with a made-up client.
@@ -86,8 +60,8 @@ CONF
   [ $api_ok = 3 ] || fail "$mode: the HTTP API answered $api_ok of 3 requests (last $code)"
   mosquitto_pub "${me[@]}" -q 1 -t p21/t -m 'x' --repeat 5 --repeat-delay 0 2>/dev/null \
     || fail "$mode: publisher refused"
-  for p in "${subs[@]}"; do wait "$p" || fail "$mode: a subscriber did not get its 5 messages"; done
-  subs=()
+  for p in "${others[@]}"; do wait "$p" || fail "$mode: a subscriber did not get its 5 messages"; done
+  others=()
   mosquitto_sub -h 127.0.0.1 -p "$port" -u dev -P wrong -t p21/x -W 1 >/dev/null 2>&1
   wait_metric mosquitto_connected_clients "$n0" || fail "$mode: connected did not come back to $n0 (now $(metric mosquitto_connected_clients))"
   c1=$(metric mosquitto_connects_total) d1=$(metric mosquitto_deliveries_total)

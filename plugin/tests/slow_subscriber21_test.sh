@@ -12,21 +12,8 @@ if [ -z "$MOSQ" ] || [ ! -x "$MOSQ" ]; then
   echo "skipped: no mosquitto 2.1 build (scripts/mosquitto-2.1; needs ../shared/vendor/mosquitto-2.1.2.tar.gz)"
   exit 77
 fi
-runtime=$(ldd "$PROBE" 2>/dev/null | grep -oE '/[^ ]*lib(asan|tsan)\.so[^ ]*' | head -n 1)
-tmp=$(mktemp -d /tmp/probe-slow21-XXXXXX)
-broker_pid="" pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null; kill "$p" 2>/dev/null; done
-  if [ -n "$broker_pid" ]; then
-    kill "$broker_pid" 2>/dev/null
-    for _ in $(seq 50); do kill -0 "$broker_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$broker_pid" 2>/dev/null
-    wait "$broker_pid" 2>/dev/null
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/broker21.sh" slow21
+fail() { echo "FAIL: $*" >&2; exit 1; } # the first failure ends this test
 
 port=$("$FREE_PORT") metrics_port=$("$FREE_PORT")
 cat >"$tmp/mosquitto.conf" <<CONF
@@ -52,13 +39,13 @@ curl -s --max-time 5 "http://127.0.0.1:$metrics_port/metrics" | grep -q '^mosqui
 
 sub() { # ID: a QoS 1 subscriber that takes the 300 messages
   mosquitto_sub -h 127.0.0.1 -p "$port" -q 1 -i "$1" -t slow21/t -C 300 >"$tmp/$1.out" 2>&1 &
-  pids+=($!)
+  others+=($!)
 }
 for i in 1 2 3; do sub "healthy-$i"; done
 sub "stuck-1"
-stuck=${pids[3]}
+stuck=${others[3]}
 mosquitto_sub -h 127.0.0.1 -p "$port" -v -t '$SYS/broker/probe/metrics' >"$tmp/sys.out" 2>&1 &
-pids+=($!)
+others+=($!)
 for _ in $(seq 50); do
   [ "$(curl -s --max-time 2 "http://127.0.0.1:$metrics_port/metrics" | awk '$1 == "mosquitto_connected_clients" { print $2 }')" = 5 ] && break
   sleep 0.1
@@ -68,7 +55,7 @@ mosquitto_pub -h 127.0.0.1 -p "$port" -q 1 -t slow21/t -m x --repeat 300 --repea
   || fail "the publisher was refused"
 sleep 0.5
 kill -CONT "$stuck"
-for p in "${pids[@]:0:4}"; do wait "$p" || fail "a subscriber did not get its 300 messages"; done
+for p in "${others[@]:0:4}"; do wait "$p" || fail "a subscriber did not get its 300 messages"; done
 
 # The window that saw the stuck subscriber's queue go out: within two windows and a tick.
 found=""
