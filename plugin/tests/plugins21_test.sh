@@ -47,7 +47,7 @@ CONF
   [ -n "$c0" ] && [ -n "$d0" ] || { fail "$mode: no probe metrics ($(cat "$tmp/broker.log"))"; break; }
   others=()
   for i in 1 2; do
-    mosquitto_sub "${me[@]}" -q 1 -t "p21/t" -C 5 >/dev/null 2>&1 &
+    mosquitto_sub "${me[@]}" -q 1 -t "p21/t" -C 5 -W 15 >/dev/null 2>&1 &
     others+=($!)
   done
   wait_metric mosquitto_connected_clients $((n0 + 2)) || fail "$mode: two subscribers not counted connected"

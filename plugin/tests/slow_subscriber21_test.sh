@@ -38,7 +38,7 @@ curl -s --max-time 5 "http://127.0.0.1:$metrics_port/metrics" | grep -q '^mosqui
   || fail "no slow-subscriber figures on 2.1: $(cat "$tmp/broker.log")"
 
 sub() { # ID: a QoS 1 subscriber that takes the 300 messages
-  mosquitto_sub -h 127.0.0.1 -p "$port" -q 1 -i "$1" -t slow21/t -C 300 >"$tmp/$1.out" 2>&1 &
+  mosquitto_sub -h 127.0.0.1 -p "$port" -q 1 -i "$1" -t slow21/t -C 300 -W 30 >"$tmp/$1.out" 2>&1 &
   others+=($!)
 }
 for i in 1 2 3; do sub "healthy-$i"; done
