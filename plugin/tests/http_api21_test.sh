@@ -19,10 +19,11 @@ if [ -z "$MOSQ" ] || [ ! -x "$MOSQ" ] || [ ! -f "$official" ]; then
   exit 77
 fi
 . "$(dirname "$0")/broker21.sh" http-api21
-start_broker() { # the configuration in $tmp/mosquitto.conf; waits for URL $1 to answer
-  LD_PRELOAD=$runtime ASAN_OPTIONS=detect_leaks=0 "$MOSQ" -c "$tmp/mosquitto.conf" 2>"$tmp/broker.log" &
+start_broker() { # the configuration in $tmp/mosquitto.conf; waits up to 10 s for URL $1 to answer
+  LD_PRELOAD=$runtime ASAN_OPTIONS=detect_leaks=0 "$MOSQ" -c "$tmp/mosquitto.conf" >"$tmp/broker.log" 2>&1 &
   broker_pid=$!
-  for _ in $(seq 50); do curl -s --max-time 1 -o /dev/null "$1" && return 0; sleep 0.1; done
+  for _ in $(seq 100); do curl -s --max-time 1 -o /dev/null "$1" && return 0; sleep 0.1; done
+  stop_broker # it may be up without the probe's endpoint, or hanging in exit
   return 1
 }
 expect_refusal() { # WHAT NEEDLE...: the broker exits non-zero within 5 s and its log has each needle

@@ -38,7 +38,7 @@ plugin_opt_observe_auth $([ $mode = observe_auth ] && echo true || echo false)
 listener $api_port 127.0.0.1
 protocol http_api
 CONF
-  LD_PRELOAD=$runtime ASAN_OPTIONS=detect_leaks=0 "$MOSQ" -c "$tmp/mosquitto.conf" 2>"$tmp/broker.log" &
+  LD_PRELOAD=$runtime ASAN_OPTIONS=detect_leaks=0 "$MOSQ" -c "$tmp/mosquitto.conf" >"$tmp/broker.log" 2>&1 &
   broker_pid=$!
   for _ in $(seq 50); do curl -s --max-time 1 -o /dev/null "http://127.0.0.1:$metrics_port/metrics" && break; sleep 0.1; done
   me=(-h 127.0.0.1 -p "$port" -u dev -P secret)

@@ -31,7 +31,7 @@ plugin_opt_slow_top 3
 plugin_opt_slow_threshold_ms 200
 plugin_opt_slow_window 2
 CONF
-LD_PRELOAD=$runtime ASAN_OPTIONS=detect_leaks=0 "$MOSQ" -c "$tmp/mosquitto.conf" 2>"$tmp/broker.log" &
+LD_PRELOAD=$runtime ASAN_OPTIONS=detect_leaks=0 "$MOSQ" -c "$tmp/mosquitto.conf" >"$tmp/broker.log" 2>&1 &
 broker_pid=$!
 for _ in $(seq 50); do curl -s --max-time 1 -o /dev/null "http://127.0.0.1:$metrics_port/metrics" && break; sleep 0.1; done
 curl -s --max-time 5 "http://127.0.0.1:$metrics_port/metrics" | grep -q '^mosquitto_slow_subscribers ' \
