@@ -414,7 +414,6 @@ static void slow_tick(struct probe_state *s, uint64_t now)
 				    mosquitto_client_id(c->client), &c->window);
 			c->window = (struct probe_slow_stats) { 0 };
 		}
-		v->valid = true;
 		s->slow_pending = *v;
 		memset(v, 0, sizeof *v);
 		s->slow_unpublished = true;

@@ -69,7 +69,8 @@ static bool same_config(const struct probe_config *a, const struct probe_config 
 	    && a->observe_auth == b->observe_auth && a->stamp == b->stamp
 	    && a->stamp_every == b->stamp_every && a->stamp_topics == b->stamp_topics
 	    && memcmp(a->stamp_topic, b->stamp_topic, sizeof a->stamp_topic) == 0
-	    && a->tx_stamp == b->tx_stamp;
+	    && a->tx_stamp == b->tx_stamp && a->slow_top == b->slow_top
+	    && a->slow_threshold_ms == b->slow_threshold_ms && a->slow_window_s == b->slow_window_s;
 }
 
 PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **userdata,

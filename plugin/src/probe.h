@@ -93,7 +93,6 @@ struct probe_slow_entry {
 
 /** One window's result. */
 struct probe_slow_view {
-	bool valid;                   /* a window has ended */
 	uint64_t over;                /* clients whose longest wait reached the threshold */
 	unsigned n;                   /* of them, listed in top, slowest first */
 	struct probe_slow_stats rest; /* every client that was sent something and is not listed */
@@ -110,7 +109,7 @@ struct probe_slow {
 	struct probe_slow_view view;
 };
 
-/** Rank one client's window into view (which starts zeroed with valid set). */
+/** Rank one client's window into view (which starts zeroed). */
 void probe_slow__rank(struct probe_slow_view *view, unsigned top, uint64_t threshold_ns,
     const char *client_id, const struct probe_slow_stats *stats);
 /** Hand view to the readers if the lock is free now. Returns false if it was not (try later). */

@@ -39,9 +39,7 @@ void probe_slow__rank(struct probe_slow_view *view, unsigned top, uint64_t thres
 {
 	if (stats->deliveries == 0)
 		return;
-	if (stats->max_ns < threshold_ns || top == 0) {
-		if (stats->max_ns >= threshold_ns)
-			view->over++;
+	if (stats->max_ns < threshold_ns) {
 		merge(&view->rest, stats);
 		return;
 	}
@@ -65,7 +63,6 @@ bool probe_slow__publish(struct probe_slow *slow, const struct probe_slow_view *
 {
 	if (pthread_mutex_trylock(&slow->lock) != 0)
 		return false;
-	slow->view.valid = view->valid;
 	slow->view.over = view->over;
 	slow->view.n = view->n;
 	slow->view.rest = view->rest;
