@@ -11,8 +11,10 @@ Usage: metric_names_test.py SOURCE_DIR BUILD_DIR [MOSQUITTO_2.1]
 import json
 import os
 import re
+import select
 import subprocess
 import sys
+import time
 import urllib.request
 
 import yaml
@@ -119,11 +121,13 @@ try:
                            "--password", b20["MQTT_PASSWORD"], "--listen", "127.0.0.1:0"],
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     started.append(("proc", gw))
-    line = ""
-    for _ in range(100):
-        line = gw.stdout.readline()
-        if "GATE_API_READY" in line or not line:
+    line, end = "", time.monotonic() + 15  # its ready line, within 15 s
+    while "GATE_API_READY" not in line and time.monotonic() < end:
+        if not select.select([gw.stdout], [], [], end - time.monotonic())[0]:
             break
+        line = gw.stdout.readline()
+        if not line:
+            break  # it exited
     port = line.split("url=http://127.0.0.1:")[1].split()[0] if "url=" in line else None
     check(port is not None, "the gateway started")
     if port:
