@@ -635,7 +635,10 @@ static void a_broker_that_refuses_later_is_502_broker_refused(void **state)
 	char url[64], port_s[16];
 	snprintf(url, sizeof url, "mqtt://127.0.0.1:%d", port);
 	snprintf(port_s, sizeof port_s, "%d", port);
-	struct gate g = gate_start(url, "--timeout", "2s", NULL); /* serves: nothing refused it yet */
+	/* One worker: with two, each has its own pool and backoff, and a request could reach the
+	 * one whose last attempt (before the fake broker listened) was still "connection refused"
+	 * (CI saw it once). Refusals per worker are the same code. */
+	struct gate g = gate_start(url, "--timeout", "2s", "--workers", "1", NULL);
 	const char *argv[] = { FAKE_BROKER_PATH, "--mode", "refuse", "--port", port_s, NULL };
 	struct tb_responder fake = tb_test_spawn("ready", argv);
 	char buf[512];
