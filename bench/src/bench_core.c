@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 #include "bench_core.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -229,4 +231,85 @@ cJSON *bench_hist_to_json(const struct mqc_hist *h)
 	}
 	cJSON_AddItemToObject(j, "buckets", buckets);
 	return j;
+}
+
+int bench_identity(const char *tpl, uint64_t i, char *out, size_t cap, char *err, size_t errlen)
+{
+	size_t len = 0;
+	for (const char *p = tpl; *p; p++) {
+		char piece[32];
+		size_t n;
+		if (*p != '%') {
+			piece[0] = *p;
+			n = 1;
+		} else if (p[1] == '%') {
+			piece[0] = '%';
+			n = 1;
+			p++;
+		} else {
+			const char *q = p + 1;
+			unsigned width = 0;
+			while (*q >= '0' && *q <= '9' && width <= 20)
+				width = width * 10 + (unsigned)(*q++ - '0');
+			if (*q != 'i' || width > 20) {
+				if (err)
+					snprintf(err, errlen,
+					    "'%s': '%%' must be followed by i, a width and i (%%06i), or %%", tpl);
+				return -1;
+			}
+			n = (size_t)snprintf(piece, sizeof piece, "%0*llu", (int)width, (unsigned long long)i);
+			p = q;
+		}
+		if (len + n >= cap)
+			return -2;
+		memcpy(out + len, piece, n);
+		len += n;
+	}
+	if (cap == 0)
+		return -2;
+	out[len] = '\0';
+	return (int)len;
+}
+
+bool bench_identity_varies(const char *tpl)
+{
+	for (const char *p = tpl; p && *p; p++) {
+		if (*p != '%')
+			continue;
+		if (p[1] == '%') {
+			p++;
+			continue;
+		}
+		const char *q = p + 1;
+		while (*q >= '0' && *q <= '9')
+			q++;
+		if (*q == 'i')
+			return true;
+	}
+	return false;
+}
+
+void bench_shard_range(
+    uint64_t clients, unsigned index, unsigned shards, uint64_t *first, uint64_t *count)
+{
+	uint64_t lo = clients * index / shards, hi = clients * (index + 1) / shards;
+	*first = lo;
+	*count = hi - lo;
+}
+
+int bench_shard_parse(const char *text, unsigned *index, unsigned *shards)
+{
+	char *end;
+	errno = 0;
+	if (!text || *text < '0' || *text > '9')
+		return -1;
+	unsigned long i = strtoul(text, &end, 10);
+	if (*end != '/' || end[1] < '0' || end[1] > '9')
+		return -1;
+	unsigned long n = strtoul(end + 1, &end, 10);
+	if (*end || errno || n == 0 || n > 100000 || i >= n)
+		return -1;
+	*index = (unsigned)i;
+	*shards = (unsigned)n;
+	return 0;
 }

@@ -103,6 +103,30 @@ int bench_hist_from_json(const struct cJSON *h, struct mqc_hist *out);
 /** The "hist" object bench_hist_from_json reads (cJSON; NULL only when out of memory). */
 struct cJSON *bench_hist_to_json(const struct mqc_hist *h);
 
+/* --- a client identity each ---------------------------------------------------------------- */
+
+/**
+ * Expand an identity template for client index i: "%i" is the index, "%Ni" and "%0Ni" the index
+ * zero-padded to N digits (N 1-20), "%%" a percent sign; every other byte is copied. Writes at
+ * most cap bytes including the NUL. Returns the length, -1 when tpl has another '%' sequence
+ * (said in err when err is not NULL), -2 when the result does not fit.
+ */
+int bench_identity(const char *tpl, uint64_t i, char *out, size_t cap, char *err, size_t errlen);
+/** Whether tpl holds a "%i" (or "%Ni"): a template that differs per client. */
+bool bench_identity_varies(const char *tpl);
+
+/* --- shards: one run split over processes, replicas or pods -------------------------------- */
+
+/**
+ * The clients of shard index (0-based) of shards, out of clients in all: [*first, *first +
+ * *count). Shard i takes clients [i*clients/shards, (i+1)*clients/shards): ranges that cover
+ * every client once, sizes differing by one at most.
+ */
+void bench_shard_range(
+    uint64_t clients, unsigned index, unsigned shards, uint64_t *first, uint64_t *count);
+/** Parse "I/N" (0 <= I < N <= 100000). Returns 0, or -1. */
+int bench_shard_parse(const char *text, unsigned *index, unsigned *shards);
+
 /* --- diagnosis ---------------------------------------------------------------------------- */
 
 /**

@@ -16,8 +16,6 @@
 #include "mqc_random.h"
 #include "mqc_strutil.h"
 
-static const char *const scenario_names[] = { "connect", "throughput", "fanout", "request" };
-
 static void usage_main(FILE *out)
 {
 	fprintf(out,
@@ -27,7 +25,9 @@ static void usage_main(FILE *out)
 	    "on a fixed schedule, latency is measured from it, loss is counted against expected\n"
 	    "deliveries.\n\n"
 	    "Scenarios:\n"
-	    "  connect      open N connections on a schedule, hold them, report connect latency\n"
+	    "  connect      open N connections on a schedule, hold them, report connect latency;\n"
+	    "               --reconnect: through broker restarts, each reconnect storm reported\n"
+	    "  churn        connect, (publish or subscribe once,) disconnect at a fixed rate\n"
 	    "  throughput   P publishers at R msg/s each -> S subscribers\n"
 	    "  fanout       one publisher -> S subscribers\n"
 	    "  request      command/reply through a device: naive, pool and dedicated connections\n"
@@ -45,6 +45,7 @@ static void usage_main(FILE *out)
 #define T_ (1u << SC_THROUGHPUT)
 #define F_ (1u << SC_FANOUT)
 #define R_ (1u << SC_REQUEST)
+#define H_ (1u << SC_CHURN)
 
 enum {
 	O_DURATION = 'd',
@@ -75,6 +76,15 @@ enum {
 	O_BACKLOG,
 	O_REPLYTPL,
 	O_FAILAFTER,
+	O_RECONNECT,
+	O_BACKOFF,
+	O_JITTER,
+	O_STORMS,
+	O_CERTDIR,
+	O_TLSRESUME,
+	O_ACTION,
+	O_PROCESSES,
+	O_SHARD,
 };
 
 static const struct mqc_cli_opt options[] = {
@@ -83,7 +93,7 @@ static const struct mqc_cli_opt options[] = {
 	{ "prefix", O_PREFIX, "P", "client ids start with P (default mqbench)", 0 },
 	{ "label", O_LABEL, "L", "names the run in --json, merge and report (default: --prefix)", 0 },
 	{ "size", O_SIZE, "N", "payload bytes, >= 16 (default 16; >= 20 adds actual-send time)",
-	    C_ | T_ | F_ },
+	    C_ | T_ | F_ | H_ },
 	{ "seed", O_SEED, "N", "run id and choices (default: from the clock)", 0 },
 	{ "json", O_JSON, NULL, "JSON result on stdout (progress stays on stderr)", 0 },
 	{ "metrics-url", O_METRICS, "URL",
@@ -97,16 +107,57 @@ static const struct mqc_cli_opt options[] = {
 	    "after the last send, wait until every expected message has\narrived, at most D (10s); "
 	    "what is missing then is reported as\n'not received by the end of the drain'",
 	    C_ | T_ | F_ },
-	{ NULL, 0, NULL, "connect options:", C_ },
-	{ "clients", O_CLIENTS, "N", "connections to open (default 1000; <= ~15000 here)", C_ },
-	{ "rate", O_RATE, "R", "attempts per second on the schedule (default 1000)", C_ },
-	{ "concurrency", O_CONC, "C", "attempts in progress at most (default 100)", C_ },
+	{ NULL, 0, NULL,
+	    "connect and churn options (a client identity each: in --client-id, --username,\n"
+	    "--password, --cert and --key, %i is the client's index, %06i the index zero-padded\n"
+	    "to 6 digits, %% a '%'; the default client id is PREFIX-RANDOM-INDEX):",
+	    C_ | H_ },
+	{ "clients", O_CLIENTS, "N",
+	    "connect: connections to open (default 1000; a process holds\n~15000 here, more with "
+	    "--processes); churn: the identities\n%i runs over (default 1000)",
+	    C_ | H_ },
+	{ "rate", O_RATE, "R",
+	    "attempts per second on the schedule (connect default 1000,\nchurn default 100), "
+	    "for the whole run",
+	    C_ | H_ },
+	{ "concurrency", O_CONC, "C", "scheduled attempts in progress at most (default 100)", C_ | H_ },
 	{ "hold", O_HOLD, "D", "keep them open this long after the last (default 1s)", C_ },
-	{ "connect-timeout", O_CTIMEOUT, "D", "per attempt (default 10s)", C_ },
+	{ "connect-timeout", O_CTIMEOUT, "D", "per attempt (default 10s)", C_ | H_ },
 	{ "source", O_SOURCE, "A-B",
 	    "bind to source addresses A..B round robin\n(e.g. 127.0.0.2-127.0.0.5; "
 	    "IP_BIND_ADDRESS_NO_PORT)",
+	    C_ | H_ },
+	{ "cert-dir", O_CERTDIR, "DIR",
+	    "client certificates: every NAME.crt with a NAME.key beside it,\nsorted by name; "
+	    "client i takes the i-th (modulo their count)",
+	    C_ | H_ },
+	{ "tls-resume", O_TLSRESUME, NULL,
+	    "resume each client's last TLS session on its next connection\n(full and resumed "
+	    "handshakes are reported side by side)",
+	    C_ | H_ },
+	{ "reconnect", O_RECONNECT, NULL,
+	    "reconnect every connection that is lost while held (a broker\nrestart, a cutover), "
+	    "with back-off and jitter; report each storm",
 	    C_ },
+	{ "reconnect-backoff", O_BACKOFF, "MIN[,MAX]",
+	    "the first retry waits MIN, each failure doubles it up to MAX\n(default 1s,2m, like "
+	    "device SDKs)",
+	    C_ },
+	{ "reconnect-jitter", O_JITTER, "F",
+	    "each wait is backoff x (1 - F x random[0,1)) (default 0.5)", C_ },
+	{ "storms", O_STORMS, "N", "end the hold once N storms are over (--hold is the deadline)", C_ },
+	{ "action", O_ACTION, "none|publish|subscribe",
+	    "between CONNACK and DISCONNECT (default none; publish: QoS 0,\n--size bytes; "
+	    "subscribe: wait for the SUBACK)",
+	    H_ },
+	{ "processes", O_PROCESSES, "N",
+	    "spread the run over N worker processes (one result, histograms\nmerged exactly; "
+	    "each takes a range of the clients at rate/N)",
+	    C_ | H_ },
+	{ "shard", O_SHARD, "I/N",
+	    "run only shard I (0-based) of N: clients [I*clients/N, (I+1)*\nclients/N) at rate/N "
+	    "(replicas, pods); merge their --json",
+	    C_ | H_ },
 	{ NULL, 0, NULL, "throughput and fanout options:", T_ | F_ },
 	{ "publishers", O_PUBS, "P", "default 1 (fanout: always 1)", T_ },
 	{ "rate", O_RATE, "R", "messages per second per publisher (default 1000)", T_ | F_ },
@@ -212,8 +263,65 @@ static int on_option(const struct mqc_cli *cli, int key, const char *name, const
 		case O_SUBFILTER:
 			o->sub_filter = value;
 			return 0;
-		case O_SOURCE:
+		case O_SOURCE: {
+			unsigned n;
+			if (bench_parse_sources(value, NULL, &n) != 0)
+				return -1;
 			o->sources = value;
+			return 0;
+		}
+		case O_CERTDIR:
+			o->cert_dir = value;
+			return 0;
+		case O_TLSRESUME:
+			o->tls_resume = true;
+			return 0;
+		case O_RECONNECT:
+			o->reconnect = true;
+			return 0;
+		case O_BACKOFF: {
+			char lo[64];
+			const char *comma = strchr(value, ',');
+			size_t n = comma ? (size_t)(comma - value) : strlen(value);
+			if (n >= sizeof lo)
+				return mqc_cli_bad(cli, name, value, "MIN[,MAX] durations, e.g. 1s,2m");
+			memcpy(lo, value, n);
+			lo[n] = '\0';
+			if (parse_duration(cli, name, lo, true, &o->backoff_min_ns) != 0)
+				return -1;
+			if (comma && parse_duration(cli, name, comma + 1, true, &o->backoff_max_ns) != 0)
+				return -1;
+			if (!comma && o->backoff_max_ns < o->backoff_min_ns)
+				o->backoff_max_ns = o->backoff_min_ns;
+			if (o->backoff_max_ns < o->backoff_min_ns)
+				return mqc_cli_bad(cli, name, value, "MIN no larger than MAX");
+			return 0;
+		}
+		case O_JITTER:
+			if (mqc_parse_double(value, 0, 1, &o->reconnect_jitter) != 0)
+				return mqc_cli_bad(cli, name, value, "a fraction from 0 to 1");
+			return 0;
+		case O_STORMS:
+			if (mqc_parse_u64(value, 1, 1000000, &u) != 0)
+				return mqc_cli_bad(cli, name, value, "a count above zero");
+			o->storms = (unsigned)u;
+			return 0;
+		case O_ACTION:
+			for (int i = 0; i < 3; i++)
+				if (strcmp(value, (const char *const[]) { "none", "publish", "subscribe" }[i])
+				    == 0) {
+					o->churn_action = (enum bench_churn_action)i;
+					return 0;
+				}
+			return mqc_cli_bad(cli, name, value, "none, publish or subscribe");
+		case O_PROCESSES:
+			if (mqc_parse_u64(value, 1, 64, &u) != 0)
+				return mqc_cli_bad(cli, name, value, "a count from 1 to 64");
+			o->processes = (unsigned)u;
+			return 0;
+		case O_SHARD:
+			if (bench_shard_parse(value, &o->shard, &o->shards) != 0)
+				return mqc_cli_bad(cli, name, value, "I/N with 0 <= I < N, e.g. 0/3");
 			return 0;
 		case O_TOPIC:
 			if (!*value || strpbrk(value, "+#"))
@@ -293,6 +401,7 @@ static int on_option(const struct mqc_cli *cli, int key, const char *name, const
 		case O_RATE:
 			return parse_rate(
 			    cli, name, value, o->scenario == SC_CONNECT ? &o->connrate : &o->rate);
+
 		default:
 			return -1;
 	}
@@ -322,15 +431,22 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		.pool_size = 10,
 		.timeout_ns = 5 * MQC_NS_PER_S,
 		.fail_after_ns = 2 * MQC_NS_PER_S,
+		.backoff_min_ns = MQC_NS_PER_S,
+		.backoff_max_ns = 120 * MQC_NS_PER_S,
+		.reconnect_jitter = 0.5,
+		.processes = 1,
+		.shards = 1,
 	};
+	if (sc == SC_CHURN)
+		o->rate = 100;
 	if (sc == SC_REQUEST) {
 		o->rate = 0; /* closed loop unless --rate */
 		o->concurrency = 10;
 		o->pub_topic = "devices/bench/commands/ping";
 	}
 	char prog[32], scope_name[48];
-	snprintf(prog, sizeof prog, "mqbench %s", scenario_names[sc]);
-	snprintf(scope_name, sizeof scope_name, "the %s scenario", scenario_names[sc]);
+	snprintf(prog, sizeof prog, "mqbench %s", bench_scenario_names[sc]);
+	snprintf(scope_name, sizeof scope_name, "the %s scenario", bench_scenario_names[sc]);
 	const struct mqc_cli cli = {
 		.prog = prog,
 		.synopsis = "--broker URL [OPTIONS]",
@@ -340,7 +456,8 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		.opts = options,
 		.scope = 1u << sc,
 		.scope_name = scope_name,
-		.conn_opts = MQC_CLI_BROKER | MQC_CLI_QOS | MQC_CLI_PROTOCOL,
+		.conn_opts = MQC_CLI_BROKER | MQC_CLI_QOS | MQC_CLI_PROTOCOL
+		    | (sc == SC_CONNECT || sc == SC_CHURN ? MQC_CLI_CLIENT_ID : 0),
 		.conn = &o->net,
 		.on_option = on_option,
 		.ctx = o,
@@ -349,12 +466,13 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 	if (rc != 0)
 		return rc;
 	o->net.conn.id_prefix = o->prefix;
+	o->client_id_tpl = o->net.conn.client_id; /* connect and churn: a template */
 	char err[256];
 	if (o->metrics_url && bench_metrics_url_check(o->metrics_url, err, sizeof err) != 0) {
 		fprintf(stderr, "mqbench: --metrics-url: %s\n", err);
 		return 2;
 	}
-	if (sc == SC_CONNECT && bench_connect_check(o, err, sizeof err) != 0) {
+	if ((sc == SC_CONNECT || sc == SC_CHURN) && bench_connect_check(o, err, sizeof err) != 0) {
 		fprintf(stderr, "mqbench: %s\n", err);
 		return 2;
 	}
@@ -364,6 +482,26 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 	}
 	if (sc == SC_FANOUT)
 		o->publishers = 1;
+	o->processes_worker = getenv("MQBENCH_T0") != NULL;
+	if (o->processes > 1 && o->shards > 1) {
+		fprintf(stderr,
+		    "mqbench: --processes and --shard: one or the other (a shard is one "
+		    "process's part already)\n");
+		return 2;
+	}
+	if (o->storms && !o->reconnect) {
+		fprintf(stderr, "mqbench: --storms needs --reconnect\n");
+		return 2;
+	}
+	if ((o->cert_dir || o->tls_resume) && !o->net.conn.url.tls) {
+		fprintf(stderr, "mqbench: %s needs an mqtts:// broker\n",
+		    o->cert_dir ? "--cert-dir" : "--tls-resume");
+		return 2;
+	}
+	if (o->cert_dir && o->net.conn.cert) {
+		fprintf(stderr, "mqbench: --cert-dir and --cert: one or the other\n");
+		return 2;
+	}
 	/* The legacy model: MQTT 3.1.1's only request/reply, or asked for over v5 to compare. */
 	if (sc == SC_REQUEST && (o->net.conn.protocol == 4 || o->reply_template)) {
 		o->legacy = true;
@@ -406,20 +544,23 @@ int main(int argc, char **argv)
 		return bench_hgrm(argc - 1, argv + 1);
 	if (strcmp(argv[1], "report") == 0)
 		return bench_report(argc - 1, argv + 1);
-	for (int sc = 0; sc < 4; sc++) {
-		if (strcmp(argv[1], scenario_names[sc]) != 0)
+	for (int sc = 0; sc < SC_COUNT; sc++) {
+		if (strcmp(argv[1], bench_scenario_names[sc]) != 0)
 			continue;
 		struct bench_opts o;
 		int rc = bench_parse(argc - 1, argv + 1, (enum bench_scenario)sc, &o);
 		if (rc)
 			return rc == 1 ? 0 : rc;
+		if ((sc == SC_CONNECT || sc == SC_CHURN) && o.processes > 1)
+			return bench_run_processes(&o, argc - 1, argv + 1);
 		return sc == SC_CONNECT ? bench_run_connect(&o)
+		    : sc == SC_CHURN    ? bench_run_churn(&o)
 		    : sc == SC_REQUEST  ? bench_run_request(&o)
 		                        : bench_run_throughput(&o);
 	}
 	fprintf(stderr,
-	    "mqbench: unknown scenario '%s' (connect, throughput, fanout, request, merge, report, "
-	    "hgrm)\n",
+	    "mqbench: unknown scenario '%s' (connect, churn, throughput, fanout, request, merge, "
+	    "report, hgrm)\n",
 	    argv[1]);
 	return 2;
 }

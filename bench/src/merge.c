@@ -116,6 +116,24 @@ static int merge_into(cJSON *acc, const cJSON *x, const char *path, bool top)
 			if (!mine)
 				mine = cJSON_AddObjectToObject(acc, key);
 			rc = cJSON_IsObject(mine) ? merge_into(mine, item, path, false) : -1;
+		} else if (cJSON_IsArray(item)) {
+			/* Reconnect storms: the n-th of every process together (they lost the same broker). */
+			if (!mine)
+				mine = cJSON_AddArrayToObject(acc, key);
+			const cJSON *el;
+			int n = 0;
+			cJSON_ArrayForEach(el, item)
+			{
+				if (!cJSON_IsObject(el))
+					continue;
+				cJSON *slot = cJSON_GetArrayItem(mine, n++);
+				if (!slot) {
+					slot = cJSON_CreateObject();
+					cJSON_AddItemToArray(mine, slot);
+				}
+				if ((rc = merge_into(slot, el, path, false)) != 0)
+					break;
+			}
 		} else if (cJSON_IsNumber(item)) {
 			if (!mine)
 				cJSON_AddNumberToObject(acc, key, item->valuedouble);

@@ -16,7 +16,11 @@
 #include "mqc_cli.h"
 #include "mqc_hist.h"
 
-enum bench_scenario { SC_CONNECT, SC_THROUGHPUT, SC_FANOUT, SC_REQUEST };
+enum bench_scenario { SC_CONNECT, SC_THROUGHPUT, SC_FANOUT, SC_REQUEST, SC_CHURN, SC_COUNT };
+extern const char *const bench_scenario_names[SC_COUNT];
+
+/** churn --action: what a client does between CONNACK and DISCONNECT. */
+enum bench_churn_action { BENCH_CHURN_NONE, BENCH_CHURN_PUBLISH, BENCH_CHURN_SUBSCRIBE };
 
 struct bench_opts {
 	enum bench_scenario scenario;
@@ -39,11 +43,22 @@ struct bench_opts {
 	double rate;            /* per publisher, msg/s */
 	const char *pub_topic;  /* override: every publisher publishes here */
 	const char *sub_filter; /* override: every subscriber subscribes to this */
-	/* connect */
-	unsigned clients, concurrency;
+	/* connect and churn */
+	unsigned clients, concurrency; /* churn: clients are the identities %i runs over */
 	double connrate;
 	uint64_t hold_ns, connect_timeout_ns;
 	const char *sources; /* "127.0.0.2-127.0.0.5" */
+	bool reconnect;      /* connect: reconnect what is lost, report each storm */
+	uint64_t backoff_min_ns, backoff_max_ns;
+	double reconnect_jitter;   /* a retry waits backoff x (1 - jitter x U[0,1)) */
+	unsigned storms;           /* end the hold once this many storms are over; 0: --hold */
+	const char *client_id_tpl; /* --client-id: a template (%i); NULL: PREFIX-TOKEN-k */
+	const char *cert_dir;      /* --cert-dir: NAME.crt and NAME.key, client i takes the i-th */
+	bool tls_resume;           /* resume each client's last TLS session */
+	enum bench_churn_action churn_action;
+	unsigned processes;     /* --processes N: worker processes (1: this one) */
+	bool processes_worker;  /* this process is one of them (MQBENCH_T0 set) */
+	unsigned shard, shards; /* --shard I/N: clients [I*N/clients, ...) at rate/N */
 	/* request */
 	int request_mode; /* -1: naive, pool and dedicated; 0 naive, 1 pool, 2 dedicated, 3 loop */
 	unsigned pool_size;
@@ -143,6 +158,16 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 
 int bench_run_throughput(const struct bench_opts *o);
 int bench_run_connect(const struct bench_opts *o);
+int bench_run_churn(const struct bench_opts *o);
+/** connect or churn over o->processes worker processes: one result (spread.c). */
+int bench_run_processes(const struct bench_opts *o, int argc, char **argv);
+/** "A.B.C.D-E.F.G.H" into addresses (malloc; out may be NULL to count). 0, or -1 said. */
+struct in_addr;
+int bench_parse_sources(const char *spec, struct in_addr **out, unsigned *count);
+/** Whether connections over processes and nsources source addresses can work: descriptors per
+ *  process, ports x addresses, TIME_WAIT, the broker's file limit. -1 (said) when they cannot. */
+int bench_preflight(
+    const struct bench_opts *o, uint64_t connections, unsigned processes, unsigned nsources);
 /** Whether connect's CONNECT packets can be built from these options; -1 with the reason. */
 int bench_connect_check(const struct bench_opts *o, char *err, size_t errlen);
 int bench_run_request(const struct bench_opts *o);
@@ -167,6 +192,7 @@ struct probe_sample {
 	/* ACL READ checks while routing (observe_auth): an upper bound on deliveries, not them */
 	double routing_checks, routing_sum, routing_count;
 	double cpu_seconds, resident_bytes;
+	double start_time; /* the broker process's start (s since the epoch): a restart changes it */
 };
 
 /**

@@ -139,6 +139,7 @@ void bench_probe_read(const char *metrics_url, struct probe_sample *s)
 	s->routing_count = bench_prom_sum(b.data, "mosquitto_message_routing_checks_count", &found);
 	s->cpu_seconds = bench_prom_sum(b.data, "process_cpu_seconds_total", &found);
 	s->resident_bytes = bench_prom_sum(b.data, "process_resident_memory_bytes", &found);
+	s->start_time = bench_prom_sum(b.data, "process_start_time_seconds", &found);
 	free(b.data);
 	if (!s->ok)
 		warn_once(

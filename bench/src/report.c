@@ -293,6 +293,10 @@ static void summary_row(const struct run *r, const char *colour)
 		double sched = number(counts, "scheduled");
 		printf("<td>connected %.0f of %.0f</td><td>failed %.0f</td><td></td>",
 		    number(counts, "connected"), sched, number(counts, "failed"));
+	} else if (scenario && strcmp(scenario, "churn") == 0) {
+		printf("<td>cycles %.0f of %.0f</td><td>failed %.0f</td><td>late starts %.0f</td>",
+		    number(counts, "cycles"), number(counts, "scheduled"), number(counts, "failed"),
+		    number(counts, "late"));
 	} else if (scenario && strcmp(scenario, "request") == 0) {
 		printf("<td>%.0f req/s</td><td>ok %.0f</td><td>timeouts %.0f, errors %.0f</td>",
 		    number(r->body, "requests_per_second"), number(r->body, "ok"),

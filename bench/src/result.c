@@ -16,7 +16,8 @@
 #include "mqbench.h"
 #include "mqc_clock.h"
 
-static const char *const scenario_names[] = { "connect", "throughput", "fanout", "request" };
+const char *const bench_scenario_names[SC_COUNT]
+    = { "connect", "throughput", "fanout", "request", "churn" };
 
 static const char *protocol_name(int protocol)
 {
@@ -36,7 +37,7 @@ cJSON *bench_result_new(const struct bench_opts *o)
 	cJSON_AddStringToObject(root, "mqbench_version", MQBENCH_VERSION);
 	cJSON_AddStringToObject(root, "date", date);
 	cJSON_AddStringToObject(root, "label", o->label ? o->label : o->prefix);
-	cJSON_AddStringToObject(root, "scenario", scenario_names[o->scenario]);
+	cJSON_AddStringToObject(root, "scenario", bench_scenario_names[o->scenario]);
 	cJSON_AddStringToObject(root, "broker", o->net.broker);
 	cJSON_AddItemToObject(root, "settings", s);
 	/* What shaped the load, and nothing that differs between the pods of one run (prefix,
@@ -51,6 +52,24 @@ cJSON *bench_result_new(const struct bench_opts *o)
 			cJSON_AddNumberToObject(s, "concurrency", o->concurrency);
 			cJSON_AddNumberToObject(s, "hold_ns", (double)o->hold_ns);
 			cJSON_AddBoolToObject(s, "tls", o->net.conn.url.tls);
+			cJSON_AddBoolToObject(s, "reconnect", o->reconnect);
+			cJSON_AddBoolToObject(s, "tls_resume", o->tls_resume);
+			if (o->reconnect) {
+				cJSON_AddNumberToObject(s, "reconnect_backoff_min_ns", (double)o->backoff_min_ns);
+				cJSON_AddNumberToObject(s, "reconnect_backoff_max_ns", (double)o->backoff_max_ns);
+				cJSON_AddNumberToObject(s, "reconnect_jitter", o->reconnect_jitter);
+			}
+			break;
+		case SC_CHURN:
+			cJSON_AddNumberToObject(s, "clients", o->clients);
+			cJSON_AddNumberToObject(s, "rate", o->rate);
+			cJSON_AddNumberToObject(s, "concurrency", o->concurrency);
+			cJSON_AddStringToObject(s, "action",
+			    (const char *const[]) { "none", "publish", "subscribe" }[o->churn_action]);
+			cJSON_AddBoolToObject(s, "tls", o->net.conn.url.tls);
+			cJSON_AddBoolToObject(s, "tls_resume", o->tls_resume);
+			break;
+		case SC_COUNT:
 			break;
 		case SC_THROUGHPUT:
 		case SC_FANOUT:

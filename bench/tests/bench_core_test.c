@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -111,6 +112,56 @@ static void delayed_ack_share_finds_40ms_multiples(void **state)
 	mqc_hist_free(&h);
 }
 
+static void identity_templates_expand_the_index(void **state)
+{
+	(void)state;
+	char out[32], err[128];
+	assert_int_equal(bench_identity("dev-%i", 7, out, sizeof out, err, sizeof err), 5);
+	assert_string_equal(out, "dev-7");
+	assert_int_equal(bench_identity("d%06i/%i", 42, out, sizeof out, NULL, 0), 10);
+	assert_string_equal(out, "d000042/42");
+	assert_int_equal(bench_identity("%3i", 12345, out, sizeof out, NULL, 0), 5);
+	assert_string_equal(out, "12345"); /* a width is a minimum, never a cut */
+	assert_int_equal(bench_identity("100%% %i", 1, out, sizeof out, NULL, 0), 6);
+	assert_string_equal(out, "100% 1");
+	assert_int_equal(bench_identity("no index", 9, out, sizeof out, NULL, 0), 8);
+	assert_int_equal(bench_identity("bad %d", 1, out, sizeof out, err, sizeof err), -1);
+	assert_non_null(strstr(err, "followed by i"));
+	assert_int_equal(bench_identity("trailing %", 1, out, sizeof out, NULL, 0), -1);
+	assert_int_equal(bench_identity("%21i", 1, out, sizeof out, NULL, 0), -1);
+	assert_int_equal(bench_identity("%20i", 1, out, 8, NULL, 0), -2); /* does not fit */
+	assert_int_equal(bench_identity("1234567", 1, out, 8, NULL, 0), 7);
+	assert_int_equal(bench_identity("12345678", 1, out, 8, NULL, 0), -2);
+	assert_true(bench_identity_varies("u%i") && bench_identity_varies("u%08i"));
+	assert_false(bench_identity_varies("u%%i") || bench_identity_varies("plain")
+	    || bench_identity_varies(NULL));
+}
+
+static void shards_cover_every_client_once(void **state)
+{
+	(void)state;
+	for (unsigned shards = 1; shards <= 7; shards++) {
+		uint64_t next = 0;
+		for (unsigned i = 0; i < shards; i++) {
+			uint64_t first, count;
+			bench_shard_range(18000 + shards, i, shards, &first, &count);
+			assert_int_equal(first, next);
+			assert_true(
+			    count == (18000 + shards) / shards || count == (18000 + shards) / shards + 1);
+			next = first + count;
+		}
+		assert_int_equal(next, 18000 + shards);
+	}
+	unsigned i, n;
+	assert_int_equal(bench_shard_parse("2/3", &i, &n), 0);
+	assert_true(i == 2 && n == 3);
+	assert_int_equal(bench_shard_parse("3/3", &i, &n), -1);
+	assert_int_equal(bench_shard_parse("0/0", &i, &n), -1);
+	assert_int_equal(bench_shard_parse("-1/3", &i, &n), -1);
+	assert_int_equal(bench_shard_parse("1/3x", &i, &n), -1);
+	assert_int_equal(bench_shard_parse("1", &i, &n), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -118,6 +169,8 @@ int main(void)
 		cmocka_unit_test(schedule_staggers_publishers_and_never_skips),
 		cmocka_unit_test(accounting_separates_loss_duplicates_and_reordering),
 		cmocka_unit_test(delayed_ack_share_finds_40ms_multiples),
+		cmocka_unit_test(identity_templates_expand_the_index),
+		cmocka_unit_test(shards_cover_every_client_once),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,6 +39,7 @@ struct tb_options {
 	const char *const *plugin_opts; /* "key=value" (plugin_opt_ prefix optional), NULL-ended */
 	const char *const *conf_lines;  /* extra mosquitto.conf lines ("{dir}": the broker dir) */
 	bool allow_anonymous;           /* default false: clients must log in */
+	unsigned users;                 /* more users, one per device (tb_info's user templates) */
 	bool no_password_file;          /* omit password_file (auth-neutrality tests); then any
 	                                   CONNACK, even a refusal, counts as "ready" */
 	bool no_acl_file;               /* omit acl_file (same) */
@@ -64,8 +65,13 @@ struct tb_info {
 	char password[40];          /* random per broker */
 	const char *other_username; /* TB_OTHER_USERNAME */
 	char other_password[40];
+	unsigned users;                  /* tb_options.users: device-000000 ... with passwords */
+	char user_template[32];          /* "device-%06i": user i's name (%06i: i, 6 digits) */
+	char user_password_template[48]; /* "pw-RANDOM-%06i": user i's password */
 	pid_t pid;
 };
+
+#define TB_MAX_USERS 100000
 
 struct tb_broker;
 

@@ -288,9 +288,19 @@ static int write_acl(FILE *f, const void *arg)
 static int write_passwd(FILE *f, const void *arg)
 {
 	const struct tb_info *info = arg;
-	if (tb__write_password_line(f, info->username, info->password) != 0)
+	if (tb__write_password_line(f, info->username, info->password) != 0
+	    || tb__write_password_line(f, info->other_username, info->other_password) != 0)
 		return -1;
-	return tb__write_password_line(f, info->other_username, info->other_password);
+	/* The devices: user i and its password are the templates with %06i as i. */
+	for (unsigned i = 0; i < info->users; i++) {
+		char user[64], password[64];
+		snprintf(user, sizeof user, "device-%06u", i);
+		snprintf(password, sizeof password, "%.*s%06u",
+		    (int)(strlen(info->user_password_template) - 4), info->user_password_template, i);
+		if (tb__write_password_line(f, user, password) != 0)
+			return -1;
+	}
+	return 0;
 }
 
 struct conf_args {
@@ -382,11 +392,17 @@ int tb_broker_start(
 	char acl[TB_PATH_MAX + 16], passwd[TB_PATH_MAX + 16];
 	snprintf(acl, sizeof acl, "%s/acl", info->dir);
 	snprintf(passwd, sizeof passwd, "%s/passwd", info->dir);
+	char token[17];
 	if (tb__random_password(info->password, 25) != 0
-	    || tb__random_password(info->other_password, 25) != 0) {
+	    || tb__random_password(info->other_password, 25) != 0
+	    || tb__random_password(token, sizeof token) != 0) {
 		snprintf(err, errlen, "cannot generate passwords (OpenSSL RAND_bytes failed)");
 		goto fail;
 	}
+	info->users = o->users > TB_MAX_USERS ? TB_MAX_USERS : o->users;
+	snprintf(info->user_template, sizeof info->user_template, "device-%%06i");
+	snprintf(
+	    info->user_password_template, sizeof info->user_password_template, "pw-%s-%%06i", token);
 	if (write_file(acl, write_acl, NULL, err, errlen) != 0
 	    || write_file(passwd, write_passwd, info, err, errlen) != 0)
 		goto fail;

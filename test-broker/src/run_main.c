@@ -61,6 +61,13 @@ static void print_info(FILE *out, const struct tb_info *info, pid_t run_pid)
 	print_line(out, "MQTT_PASSWORD", info->password);
 	print_line(out, "MQTT_OTHER_USERNAME", info->other_username);
 	print_line(out, "MQTT_OTHER_PASSWORD", info->other_password);
+	if (info->users) {
+		char n[16];
+		snprintf(n, sizeof n, "%u", info->users);
+		print_line(out, "USERS", n);
+		print_line(out, "USER_TEMPLATE", info->user_template);
+		print_line(out, "USER_PASSWORD_TEMPLATE", info->user_password_template);
+	}
 	if (info->metrics_url[0])
 		print_line(out, "METRICS_URL", info->metrics_url);
 	if (info->plugin[0])
@@ -120,6 +127,7 @@ enum {
 	O_PLUGIN_OPT,
 	O_CONF_LINE,
 	O_ANON,
+	O_USERS,
 	O_MOSQUITTO,
 	O_DIR,
 	O_TIMEOUT,
@@ -137,6 +145,11 @@ static const struct mqc_cli_opt options[] = {
 	{ "plugin-opt", O_PLUGIN_OPT, "K=V", "add `plugin_opt_K V` (repeatable)", 0 },
 	{ "conf-line", O_CONF_LINE, "LINE", "append a line to mosquitto.conf (repeatable)", 0 },
 	{ "allow-anonymous", O_ANON, NULL, "let clients connect without a username", 0 },
+	{ "users", O_USERS, "N",
+	    "N more users, one per device: USER_TEMPLATE and\nUSER_PASSWORD_TEMPLATE (%06i: the "
+	    "index, 0..N-1) say their\nnames and passwords, as mqbench's --username and\n"
+	    "--password take them",
+	    0 },
 	{ "mosquitto", O_MOSQUITTO, "PATH", "broker binary (default: $TB_MOSQUITTO, $PATH, /usr/sbin)",
 	    0 },
 	{ "dir", O_DIR, "DIR", "create the temporary directory in DIR (default: $TMPDIR, /tmp)", 0 },
@@ -195,6 +208,13 @@ static int on_option(const struct mqc_cli *cli, int key, const char *name, const
 		case O_ANON:
 			st->opt.allow_anonymous = true;
 			return 0;
+		case O_USERS: {
+			uint64_t n;
+			if (mqc_parse_u64(value, 1, TB_MAX_USERS, &n) != 0)
+				return mqc_cli_bad(cli, name, value, "a count from 1 to 100000");
+			st->opt.users = (unsigned)n;
+			return 0;
+		}
 		case O_MOSQUITTO:
 			st->opt.mosquitto = value;
 			return 0;

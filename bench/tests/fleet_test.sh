@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
+# What a fleet does to a broker, against the test broker: a reconnect storm through a broker
+# killed and started again on its port, churn with no growth in mqbench, a client identity each,
+# TLS session resumption, and one run over two processes and three source addresses.
+# Usage: fleet_test.sh MQBENCH TB_RUN TB_FREE_PORT
+set -u
+MQB=$1
+RUN=$2
+FREE_PORT=$3
+tmp=$(mktemp -d /tmp/fleet-test-XXXXXX)
+run_pids=()
+failures=0
+cleanup() {
+  for p in "${run_pids[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+json() { grep -o "\"$2\":[0-9.-]*" "$1" | head -n 1 | cut -d: -f2; }
+# start_broker ENVFILE ARGS...: a test broker in the background; its variables in ENVFILE.
+start_broker() {
+  local envf=$1; shift
+  "$RUN" --daemon --dir "$tmp" "$@" >"$envf" 2>"$envf.err" || { echo "FAIL: test broker: $(cat "$envf.err")"; exit 1; }
+  run_pids+=("$(sed -n "s/^RUN_PID='\(.*\)'/\1/p" "$envf")")
+}
+
+# --- a reconnect storm: 3,000 held, the broker SIGKILLed and started again on its port -------------
+port=$("$FREE_PORT"); mport=$("$FREE_PORT")
+storm_broker=(--no-tls --allow-anonymous --port "$port" --plugin-opt observe_auth=true
+  --plugin-opt "http_listen=127.0.0.1:$mport")
+start_broker "$tmp/s1.env" "${storm_broker[@]}"
+. "$tmp/s1.env"
+"$MQB" connect --broker "$MQTT_URL" --clients 3000 --rate 5000 --concurrency 500 --reconnect \
+  --reconnect-backoff 200ms,1s --storms 1 --hold 60s --metrics-url "$METRICS_URL" --json \
+  >"$tmp/storm.json" 2>"$tmp/storm.err" &
+mqb=$!
+for _ in $(seq 100); do grep -q 'connected 3000 of 3000' "$tmp/storm.err" && break; sleep 0.1; done
+sleep 0.5
+kill -9 "$BROKER_PID"
+sleep 1 # the clients meet a closed port meanwhile: refused, then back-off
+start_broker "$tmp/s2.env" "${storm_broker[@]}"
+. "$tmp/s2.env"
+timeout 60 tail --pid=$mqb -f /dev/null
+wait $mqb; rc=$?
+lost=$(grep -o '"storms":\[{"lost":[0-9]*' "$tmp/storm.json" | grep -o '[0-9]*$')
+back=$(grep -o '"reconnected":[0-9]*' "$tmp/storm.json" | head -n 1 | cut -d: -f2)
+refused=$(grep -o '"storms":.*' "$tmp/storm.json" | grep -o '"refused":[0-9]*' | head -n 1 | cut -d: -f2)
+if [ $rc = 0 ] && [ "$lost" = 3000 ] && [ "$back" = 3000 ] && [ "${refused:-0}" -gt 0 ]; then
+  pass "reconnect storm: lost 3000, reconnected 3000 of 3000 ($refused attempts refused while it was down)"
+else
+  fail "reconnect storm: exit $rc lost '$lost' back '$back' refused '$refused': $(tail -3 "$tmp/storm.err")"
+fi
+# Counted once: every client connected to the new broker exactly once (its log), and the probe's
+# connects are those plus the test broker's own readiness CONNECT.
+ids=$(grep -o 'New client connected .* as mqbench-[^ ]*' "$BROKER_LOG" | awk '{print $NF}' | sort)
+total=$(printf '%s\n' "$ids" | grep -c .); distinct=$(printf '%s\n' "$ids" | uniq | grep -c .)
+probe=$(grep -o '"broker_restarted":true,"connects":[0-9]*' "$tmp/storm.json" | grep -o '[0-9]*$')
+if [ "$total" = 3000 ] && [ "$distinct" = 3000 ] && [ "$probe" = 3001 ]; then
+  pass "counted once: the new broker saw 3000 CONNECTs from 3000 clients, probe 3000 + 1 (readiness)"
+else
+  fail "counted once: log $total CONNECTs of $distinct clients, probe '$probe' (want 3000, 3000, 3001)"
+fi
+grep -q '"p99":[1-9]' <(grep -o '"storms":.*' "$tmp/storm.json") && pass "storm latency percentiles from each loss" \
+  || fail "no storm latency percentiles"
+
+# A broker that does not come back: the storm is not over at the deadline, exit 1, said.
+"$MQB" connect --broker "$MQTT_URL" --clients 50 --reconnect --reconnect-backoff 100ms --hold 3s \
+  >"$tmp/gone.out" 2>"$tmp/gone.err" &
+mqb=$!
+sleep 1.5
+kill -9 "$BROKER_PID"
+wait $mqb; rc=$?
+if [ $rc = 1 ] && grep -q 'storm 1: 50 of 50 connections not back by the end of the run' "$tmp/gone.err" &&
+   grep -q 'NOT OVER' "$tmp/gone.out"; then
+  pass "a broker that stays down: exit 1, 'not back by the end of the run'"
+else
+  fail "broker gone: exit $rc, $(tail -2 "$tmp/gone.err")"
+fi
+
+# --- churn: connect, publish once, disconnect at 400/s for 8 s; nothing grows ---------------------
+start_broker "$tmp/c.env" --no-tls --plugin-opt observe_auth=true
+. "$tmp/c.env"
+auth=(--username "$MQTT_USERNAME" --password "$MQTT_PASSWORD")
+"$MQB" churn --broker "$MQTT_URL" "${auth[@]}" --rate 400 --duration 8s --action publish \
+  --metrics-url "$METRICS_URL" --json >"$tmp/churn.json" 2>"$tmp/churn.err"; rc=$?
+cycles=$(json "$tmp/churn.json" cycles); failed=$(json "$tmp/churn.json" failed)
+probe=$(grep -o '"probe":{"connects":[0-9]*' "$tmp/churn.json" | grep -o '[0-9]*$')
+fd0=$(json "$tmp/churn.json" fds_before); fd1=$(json "$tmp/churn.json" fds_at_end)
+rss0=$(json "$tmp/churn.json" rss_after_warmup_bytes); rss1=$(json "$tmp/churn.json" rss_at_end_bytes)
+if [ $rc = 0 ] && [ "$cycles" = 3200 ] && [ "$failed" = 0 ] && [ "$probe" = 3200 ]; then
+  pass "churn 400/s x 8 s with a publish: 3200 cycles, no failures, the probe saw 3200 connects"
+else
+  fail "churn: exit $rc cycles '$cycles' failed '$failed' probe '$probe': $(tail -2 "$tmp/churn.err")"
+fi
+growth=$(awk -v a="$rss0" -v b="$rss1" 'BEGIN { print int(b - a) }')
+if [ -n "$fd0" ] && [ "$fd0" = "$fd1" ] && [ "$growth" -lt 1048576 ]; then
+  pass "churn: descriptors $fd0 -> $fd1, VmRSS growth $growth B after warm-up (< 1 MiB)"
+else
+  fail "churn grows: descriptors $fd0 -> $fd1, VmRSS $rss0 -> $rss1"
+fi
+grep -q '"timeline":\[{"t":0,"connected":[0-9]*' "$tmp/churn.json" && pass "churn: per-second timeline" \
+  || fail "churn: no timeline"
+"$MQB" churn --broker "$MQTT_URL" "${auth[@]}" --rate 200 --duration 1s --action subscribe \
+  --json >"$tmp/sub.json" 2>"$tmp/sub.err" && [ "$(json "$tmp/sub.json" cycles)" = 200 ] \
+  && pass "churn with a subscribe: 200 SUBACKs waited for" || fail "churn subscribe: $(tail -2 "$tmp/sub.err")"
+"$MQB" churn --broker "$MQTT_URL" --username "$MQTT_USERNAME" --password wrong --rate 100 \
+  --duration 1s >"$tmp/bad.out" 2>"$tmp/bad.err"; rc=$?
+[ $rc = 1 ] && grep -q 'not authorized: 100' "$tmp/bad.out" && pass "churn refused: counted by reason, exit 1" \
+  || fail "churn refused: exit $rc, $(cat "$tmp/bad.out" | tail -2)"
+
+# --- a client identity each ----------------------------------------------------------------------
+start_broker "$tmp/u.env" --users 300 --plugin-opt observe_auth=true
+. "$tmp/u.env"
+auth=(--username "$MQTT_USERNAME" --password "$MQTT_PASSWORD")
+"$MQB" connect --broker "$MQTT_URL" --clients 300 --username "$USER_TEMPLATE" \
+  --password "$USER_PASSWORD_TEMPLATE" --client-id 'dev-%i' --metrics-url "$METRICS_URL" \
+  --json >"$tmp/ids.json" 2>"$tmp/ids.err"; rc=$?
+# Each client as itself: dev-i logged in as device-00000i, and nobody else.
+mismatch=$(grep -o "New client connected .* as dev-[0-9]* .*u'device-[0-9]*'" "$BROKER_LOG" |
+  awk '{ id = $0; sub(/.* as dev-/, "", id); sub(/ .*/, "", id); u = $0; sub(/.*u.device-/, "", u);
+         sub(/[^0-9].*/, "", u); n++; if (id + 0 != u + 0) bad++ } END { print n + 0, bad + 0 }')
+probe=$(grep -o '"probe":{"connects":[0-9]*' "$tmp/ids.json" | grep -o '[0-9]*$')
+if [ $rc = 0 ] && [ "$mismatch" = "300 0" ] && [ "$probe" = 300 ]; then
+  pass "300 identities: client dev-i authenticated as device-00000i, each (log), probe +300"
+else
+  fail "identities: exit $rc, log (count mismatches) '$mismatch', probe '$probe': $(tail -2 "$tmp/ids.err")"
+fi
+"$MQB" connect --broker "$MQTT_URL" --clients 20 --username "$USER_TEMPLATE" --password 'pw-%i' \
+  >"$tmp/wrong.out" 2>"$tmp/wrong.err"; rc=$?
+[ $rc = 1 ] && grep -q 'not authorized: 20' "$tmp/wrong.out" && pass "wrong password template: 20 refused" \
+  || fail "wrong passwords: exit $rc $(tail -1 "$tmp/wrong.out")"
+"$MQB" connect --broker "$MQTT_URL" --clients 2 --username 'dev-%d' >/dev/null 2>"$tmp/tpl.err"; rc=$?
+[ $rc = 2 ] && grep -q -- "--username 'dev-%d': '%' must be followed by i" "$tmp/tpl.err" \
+  && pass "a bad template is named (exit 2)" || fail "bad template: exit $rc $(cat "$tmp/tpl.err")"
+
+# --- TLS: client certificates from a directory, and session resumption -------------------------
+mkdir "$tmp/certs"
+for i in 0 1 2; do
+  openssl req -x509 -CA "$BROKER_DIR/ca.crt" -CAkey "$BROKER_DIR/ca.key" -newkey ec \
+    -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj "/CN=device-$i" \
+    -keyout "$tmp/certs/device-$i.key" -out "$tmp/certs/device-$i.crt" 2>/dev/null
+done
+"$MQB" connect --broker "$MQTTS_MTLS_URL" --cafile "$CA_FILE" "${auth[@]}" --clients 30 \
+  --cert-dir "$tmp/certs" >"$tmp/mtls.out" 2>"$tmp/mtls.err" \
+  && grep -q 'connected 30 of 30' "$tmp/mtls.out" && pass "--cert-dir: 30 clients over 3 certificates, mutual TLS" \
+  || fail "--cert-dir: $(tail -2 "$tmp/mtls.err")"
+mkdir "$tmp/foreign"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=x \
+  -keyout "$tmp/foreign/x.key" -out "$tmp/foreign/x.crt" 2>/dev/null
+"$MQB" connect --broker "$MQTTS_MTLS_URL" --cafile "$CA_FILE" "${auth[@]}" --clients 3 \
+  --cert-dir "$tmp/foreign" --connect-timeout 3s >"$tmp/foreign.out" 2>&1; rc=$?
+[ $rc = 1 ] && grep -qE 'failures:.* (tls|closed_before_connack|other) 3' "$tmp/foreign.out" \
+  && pass "a certificate from another CA fails" || fail "foreign certificate: exit $rc $(grep failures "$tmp/foreign.out")"
+for mode in off on; do
+  extra=(); [ $mode = on ] && extra=(--tls-resume)
+  "$MQB" churn --broker "$MQTTS_URL" --cafile "$CA_FILE" "${auth[@]}" --rate 100 --duration 2s \
+    --clients 20 "${extra[@]}" --json >"$tmp/tls-$mode.json" 2>"$tmp/tls-$mode.err" \
+    || fail "TLS churn ($mode): $(tail -2 "$tmp/tls-$mode.err")"
+done
+full_off=$(grep -o '"tls_handshakes":{"full":[0-9]*' "$tmp/tls-off.json" | grep -o '[0-9]*$')
+res_off=$(grep -o '"tls_handshakes":{[^}]*' "$tmp/tls-off.json" | grep -o '"resumed":[0-9]*' | cut -d: -f2)
+full_on=$(grep -o '"tls_handshakes":{"full":[0-9]*' "$tmp/tls-on.json" | grep -o '[0-9]*$')
+res_on=$(grep -o '"tls_handshakes":{[^}]*' "$tmp/tls-on.json" | grep -o '"resumed":[0-9]*' | cut -d: -f2)
+# With resumption every identity's first handshake is full (20) and the rest resumed (180).
+if [ "$full_off" = 200 ] && [ "$res_off" = 0 ] && [ "$full_on" = 20 ] && [ "$res_on" = 180 ]; then
+  pass "--tls-resume: 20 full + 180 resumed handshakes (without: 200 full)"
+else
+  fail "--tls-resume: off full $full_off resumed $res_off; on full $full_on resumed $res_on"
+fi
+
+# --- past one process and one address: 18,000 connections, 2 processes, 127.0.0.2-4 ------------
+# The broker may open the machine's 20,000 files; mqbench's processes 10,000 each, so one process
+# cannot hold them all and the preflight says so before the first connect.
+start_broker "$tmp/p.env" --no-tls --allow-anonymous --plugin-opt observe_auth=true
+. "$tmp/p.env"
+prlimit --pid "$BROKER_PID" --nofile=20000:20000 || fail "cannot raise the broker's file limit"
+(
+  ulimit -n 10000
+  "$MQB" connect --broker "$MQTT_URL" --clients 18000 --source 127.0.0.2-127.0.0.4 >/dev/null \
+    2>"$tmp/one.err"; echo $? >"$tmp/one.rc"
+  "$MQB" connect --broker "$MQTT_URL" --clients 18000 --rate 6000 --concurrency 300 --processes 2 \
+    --source 127.0.0.2-127.0.0.4 --hold 2s --broker-pid "$BROKER_PID" --metrics-url "$METRICS_URL" \
+    >"$tmp/multi.out" 2>"$tmp/multi.err"; echo $? >"$tmp/multi.rc"
+)
+[ "$(cat "$tmp/one.rc")" = 1 ] && grep -q 'need 18032 file descriptors each; the limit here is 10000 (ulimit -n): use --processes 2' "$tmp/one.err" \
+  && pass "preflight: 18000 in one process under 10000 files refused, --processes 2 suggested" \
+  || fail "preflight: exit $(cat "$tmp/one.rc"): $(cat "$tmp/one.err")"
+if [ "$(cat "$tmp/multi.rc")" = 0 ] && grep -q 'connected 18000' "$tmp/multi.out" &&
+   grep -q '"\?merged"\? *2\|2 results merged' "$tmp/multi.out" &&
+   grep -q 'worker 0 (clients 0-8999' "$tmp/multi.err" && grep -q 'worker 1 (clients 9000-17999' "$tmp/multi.err"; then
+  pass "18000 connections from 2 processes and 3 source addresses: one merged result"
+else
+  fail "18000 over processes: exit $(cat "$tmp/multi.rc"): $(tail -5 "$tmp/multi.err") $(head -3 "$tmp/multi.out")"
+fi
+connects=$(curl -s "$METRICS_URL" | awk '/^mosquitto_connects_total/ { s += $2 } END { print s + 0 }')
+[ "$connects" -ge 18000 ] && pass "the broker counted $connects connects (>= 18000)" || fail "broker connects $connects"
+
+[ $failures -eq 0 ] && echo "fleet tests passed" || { echo "$failures fleet test(s) failed"; exit 1; }
