@@ -49,4 +49,6 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends wrk \
  && rm -rf /var/lib/apt/lists/*
 COPY deploy/docker/post.lua /opt/mqtt-pool/share/post.lua
+# Where replicas write their results (a named volume takes this directory's owner when empty).
+RUN mkdir /results && chown nobody:nogroup /results
 USER nobody

@@ -184,6 +184,31 @@ for where, d in jobs:
     for host in re.findall(r"mqtts?://([a-z0-9-]+):", text):
         if host not in services:
             problem(where, f"--broker host {host} is not a Service")
+    # The index-to-range rule: pod I of N takes shard I/N, N being the completions.
+    for index, n in re.findall(r"--shard\s+\"?\$(\w+)/(\d+)", text):
+        if index != "JOB_COMPLETION_INDEX" or int(n) != spec.get("completions"):
+            problem(where, f"--shard ${index}/{n}: want $JOB_COMPLETION_INDEX/{spec.get('completions')}")
+
+# --- the swarm stack: replica SLOT (1-based) is shard SLOT-1 of the replicas ---------------------
+stack_path = "deploy/swarm/mqbench-stack.yml"
+stack = yaml.safe_load(open(os.path.join(src, stack_path)))
+bench = stack.get("services", {}).get("mqbench", {})
+script = " ".join(bench.get("command") or []).replace("\\\n", " ")
+env = bench.get("environment", {})
+replicas = str(bench.get("deploy", {}).get("replicas", ""))
+if env.get("SLOT") != "{{.Task.Slot}}":
+    problem(stack_path, "SLOT must be {{.Task.Slot}} (each replica's number)")
+if not re.search(r'--shard "\$\$\(\(SLOT - 1\)\)/\$\$REPLICAS"', script):
+    problem(stack_path, "mqbench must run --shard $((SLOT - 1))/$REPLICAS")
+if env.get("REPLICAS") != replicas.replace("${", "${"):
+    problem(stack_path, f"REPLICAS {env.get('REPLICAS')} and deploy.replicas {replicas} must be the same")
+if bench.get("deploy", {}).get("restart_policy", {}).get("condition") != "none":
+    problem(stack_path, "a finished replica must not be restarted (restart_policy none)")
+m = re.search(r"(mqbench connect .*?)\s>", script)
+if m:
+    programs.append((stack_path, [m.group(1)]))
+else:
+    problem(stack_path, "no mqbench connect command")
 
 shipped = open(os.path.join(src, "deploy/docker/mosquitto.conf")).read()
 cm = configmaps.get("mosquitto-config", {}).get("data", {})
