@@ -279,7 +279,7 @@ static void close_attempt(struct attempt *a)
 	a->rxlen = 0;
 }
 
-static bool in_progress(enum state st)
+static bool connecting(enum state st)
 {
 	return st == ST_TCP || st == ST_TLS || st == ST_CONNACK || st == ST_SUBACK;
 }
@@ -304,7 +304,7 @@ static void retry_later(struct run *r, struct attempt *a, uint64_t now)
 static void failed(struct run *r, struct attempt *a, enum reason why)
 {
 	uint64_t now = mqc_now_ns();
-	if (in_progress(a->state)) {
+	if (connecting(a->state)) {
 		if (a->lost_at)
 			r->reconnecting--;
 		else
@@ -384,7 +384,7 @@ static void lost(struct run *r, struct attempt *a, uint64_t now)
 	if (!st) {
 		if (r->nstorms == r->storms_cap) {
 			unsigned cap = r->storms_cap ? 2 * r->storms_cap : 4;
-			struct rstorm **grown = realloc(r->storms, cap * sizeof *grown);
+			struct rstorm **grown = realloc(r->storms, cap * sizeof(struct rstorm *));
 			if (!grown) {
 				a->state = ST_FAILED;
 				return;
@@ -777,7 +777,7 @@ static void run_timers(struct run *r, uint64_t now)
 		if (a->due != key)
 			continue; /* stale: the attempt has moved on */
 		a->due = 0;
-		if (in_progress(a->state))
+		if (connecting(a->state))
 			failed(r, a, R_TIMEOUT);
 		else if (a->state == ST_BACKOFF)
 			start(r, a);
@@ -1104,8 +1104,8 @@ static int run_setup(struct run *r)
 	r->nslots = r->churn ? o->concurrency : (unsigned)r->count;
 	r->a = calloc(r->nslots, sizeof *r->a);
 	if (o->tls_resume)
-		r->sessions = calloc(r->count, sizeof *r->sessions);
-	r->pkt_cap = mqc_mqtt_connect_size("", NULL, NULL) + 2 * MQC_MQTT_STR_MAX + 600;
+		r->sessions = calloc(r->count, sizeof(SSL_SESSION *));
+	r->pkt_cap = mqc_mqtt_connect_size("", NULL, NULL) + 2 * (size_t)MQC_MQTT_STR_MAX + 600;
 	r->pkt = malloc(r->pkt_cap);
 	r->ep = epoll_create1(EPOLL_CLOEXEC);
 	r->rng = o->seed * 0x9E3779B97F4A7C15ULL + 1;

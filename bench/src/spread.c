@@ -64,7 +64,9 @@ static int append(struct worker *w, const char *p, size_t n)
 static void relay(struct worker *w, unsigned j, const char *p, size_t n, bool flush)
 {
 	for (size_t i = 0; i < n || (flush && w->linelen); i++) {
-		char c = i < n ? p[i] : '\n';
+		char c = '\n';
+		if (i < n)
+			c = p[i];
 		if (c != '\n' && w->linelen < sizeof w->line - 1) {
 			w->line[w->linelen++] = c;
 			continue;

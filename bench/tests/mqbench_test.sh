@@ -483,7 +483,7 @@ jwt=$(head -c 3000 /dev/zero | tr '\0' j)
 expect_exit 1 "3 of 3 connections failed: connack" -- "$MQB" connect --broker "$MQTT_URL" --username "$MQTT_USERNAME" --password "$jwt" --clients 3 --hold 0s
 expect_exit 2 "--password: longer than MQTT allows" -- "$MQB" connect --broker "$MQTT_URL" --username u --password "$(head -c 70000 /dev/zero | tr '\0' p)"
 expect_exit 1 "connections failed: tls 3" -- "$MQB" connect --broker "$MQTTS_URL" --cafile "$CLIENT_CERT" "${auth[@]}" --clients 3
-expect_exit 1 "file descriptors; the limit here is" -- "$MQB" connect --broker "$MQTT_URL" --clients 1000000
+expect_exit 1 "file descriptors each; the limit here is" -- "$MQB" connect --broker "$MQTT_URL" --clients 1000000
 expect_exit 2 "--clients does not apply to the throughput scenario" -- "$MQB" throughput --broker "$MQTT_URL" --clients 5
 expect_exit 2 "--fail-after: expected a duration above zero" -- "$MQB" request --broker "$MQTT_URL" --fail-after 0s
 expect_exit 2 "--mode: expected naive, pool, dedicated, loop or all" -- "$MQB" request --broker "$MQTT_URL" --mode fast
