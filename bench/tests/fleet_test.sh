@@ -37,7 +37,8 @@ start_broker "$tmp/s1.env" "${storm_broker[@]}"
   --reconnect-backoff 200ms,1s --storms 1 --hold 60s --metrics-url "$METRICS_URL" --json \
   >"$tmp/storm.json" 2>"$tmp/storm.err" &
 mqb=$!
-for _ in $(seq 100); do grep -q 'connected 3000 of 3000' "$tmp/storm.err" && break; sleep 0.1; done
+for _ in $(seq 100); do grep -q 'opened: connected 3000 of 3000' "$tmp/storm.err" && break; sleep 0.1; done
+grep -q 'opened: connected 3000 of 3000' "$tmp/storm.err" || fail "the storm's 3000 connections did not open: $(tail -2 "$tmp/storm.err")"
 sleep 0.5
 kill -9 "$BROKER_PID"
 sleep 1 # the clients meet a closed port meanwhile: refused, then back-off
@@ -70,7 +71,7 @@ grep -q '"p99":[1-9]' <(grep -o '"storms":.*' "$tmp/storm.json") && pass "storm 
 "$MQB" connect --broker "$MQTT_URL" --clients 50 --reconnect --reconnect-backoff 100ms --hold 3s \
   >"$tmp/gone.out" 2>"$tmp/gone.err" &
 mqb=$!
-sleep 1.5
+for _ in $(seq 50); do grep -q 'opened: connected 50 of 50' "$tmp/gone.err" && break; sleep 0.1; done
 kill -9 "$BROKER_PID"
 wait $mqb; rc=$?
 if [ $rc = 1 ] && grep -q 'storm 1: 50 of 50 connections not back by the end of the run' "$tmp/gone.err" &&

@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * churn.c - the churn scenario: connect, optionally publish or subscribe once, disconnect, at a
+ * fixed rate on the open-loop schedule (fleet.c), with failures by reason per second and
+ * mqbench's own descriptors and memory before, after warm-up and at the end.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "fleet.h"
+#include "mqbench.h"
+#include "mqc_clock.h"
+#include "mqc_mqtt.h"
+
+/* Churn: the cycle is over; leave the way a device does (DISCONNECT, close). */
+static void leave(struct fleet *r, struct attempt *a, uint64_t now)
+{
+	static const unsigned char disconnect[2] = { 0xe0, 0x00 };
+	fleet_send(a, disconnect, 2);
+	if (a->ssl)
+		SSL_shutdown(a->ssl); /* close_notify, as a device that leaves cleanly sends */
+	/* Read what is left (session tickets, properties) so that close sends FIN, not RST. */
+	unsigned char sink[256];
+	while ((a->ssl ? SSL_read(a->ssl, sink, sizeof sink) : recv(a->fd, sink, sizeof sink, 0)) > 0)
+		;
+	fleet_close(a);
+	mqc_hist_record(&r->cycle, now - a->intended);
+	r->cycles++;
+	a->state = ST_WAITING;
+}
+
+/* After CONNACK in churn: publish once, subscribe once, or nothing; then leave. */
+void fleet_churn_connected(struct fleet *r, struct attempt *a, uint64_t now)
+{
+	const struct bench_opts *o = r->o;
+	bool v5 = o->net.conn.protocol == 5;
+	unsigned char body[600];
+	size_t n = 0;
+	if (o->churn_action == BENCH_CHURN_NONE) {
+		leave(r, a, now);
+		return;
+	}
+	if (o->churn_action == BENCH_CHURN_PUBLISH) {
+		n = mqc_mqtt_put_str(body, sizeof body, r->churn_topic);
+		if (v5)
+			body[n++] = 0; /* no properties */
+		memset(body + n, 'x', o->size < 64 ? o->size : 64);
+		n += o->size < 64 ? o->size : 64;
+		size_t len = mqc_mqtt_packet(r->pkt, r->pkt_cap, 0x30, body, n);
+		if (!len || fleet_send(a, r->pkt, len) != (ssize_t)len) {
+			fleet_failed(r, a, R_OTHER);
+			return;
+		}
+		leave(r, a, now);
+		return;
+	}
+	body[n++] = 0;
+	body[n++] = 1; /* packet id 1 */
+	if (v5)
+		body[n++] = 0;
+	n += mqc_mqtt_put_str(body + n, sizeof body - n, r->churn_topic);
+	body[n++] = 0; /* QoS 0 */
+	size_t len = mqc_mqtt_packet(r->pkt, r->pkt_cap, 0x82, body, n);
+	if (!len || fleet_send(a, r->pkt, len) != (ssize_t)len) {
+		fleet_failed(r, a, R_OTHER);
+		return;
+	}
+	r->in_progress++; /* the cycle goes on: it counts against --concurrency until SUBACK */
+	a->state = ST_SUBACK;
+}
+
+void fleet_churn_suback(struct fleet *r, struct attempt *a, uint64_t now)
+{
+	size_t b = fleet_body_at(a);
+	/* SUBACK: packet id, (v5 properties), one reason code per filter */
+	bool ok = a->rx[0] == 0x90 && a->rxlen > b + 2 && a->rx[a->rxlen - 1] < 0x80;
+	if (!ok) {
+		fleet_failed(r, a, a->rx[0] == 0x90 ? R_SUBACK : R_OTHER);
+		return;
+	}
+	r->in_progress--;
+	leave(r, a, now);
+}
+
+/* --- churn
+ * ------------------------------------------------------------------------------------------ */
+
+int bench_run_churn(const struct bench_opts *o)
+{
+	struct fleet r = { .o = o, .ep = -1, .churn = true };
+	struct probe_sample p0, p1;
+	struct broker_usage usage;
+	if (fleet_begin(&r, &p0, &usage) != 0)
+		return 1;
+	double interval = 1e9 / r.rate;
+	uint64_t scheduled = (uint64_t)((double)o->duration_ns / interval);
+	uint64_t next = 0, late = 0, next_tick = r.t0 + MQC_NS_PER_S, next_sample = 0;
+	unsigned self_fds0, self_fds1, ignored;
+	double self_rss0 = -1, self_rss1;
+	fleet_self_usage(&self_fds0, &self_rss1); /* descriptors before the first connection */
+	uint64_t end = r.t0 + o->duration_ns;
+	unsigned free_hint = 0;
+	while (!fleet_interrupted && (next < scheduled || r.in_progress)) {
+		uint64_t now = mqc_now_ns();
+		if (now > end + o->connect_timeout_ns + MQC_NS_PER_S)
+			break; /* every attempt has a deadline before this: a bug if reached */
+		while (next < scheduled && r.t0 + (uint64_t)((double)next * interval) <= now
+		    && r.in_progress < o->concurrency) {
+			struct attempt *a = NULL;
+			for (unsigned i = 0; i < r.nslots && !a; i++) {
+				unsigned j = (free_hint + i) % r.nslots;
+				if (r.a[j].state == ST_WAITING)
+					a = &r.a[j], free_hint = j + 1;
+			}
+			if (!a)
+				break;
+			a->k = r.first + next % r.count;
+			a->intended = r.t0 + (uint64_t)((double)next * interval);
+			if (now - a->intended > MQC_NS_PER_MS)
+				late++;
+			next++;
+			fleet_start(&r, a);
+		}
+		if (now >= next_sample) {
+			fleet_sample(o, &usage);
+			next_sample = now + 200 * MQC_NS_PER_MS;
+		}
+		if (now >= next_tick) {
+			size_t i = (size_t)((next_tick - r.t0) / MQC_NS_PER_S) - 1;
+			struct second *s = i < r.nseconds ? &r.seconds[i] : &(struct second) { 0 };
+			fprintf(stderr, "%6.1fs  connected %u/s failed %u/s", (double)(now - r.t0) / 1e9, s->ok,
+			    s->failed);
+			for (int k = 0; k < R_COUNT; k++)
+				if (s->fails[k])
+					fprintf(stderr, " %s %u", fleet_reason_names[k], s->fails[k]);
+			fprintf(stderr, " | in progress %u\n", r.in_progress);
+			if (self_rss0 < 0 && next_tick >= r.t0 + 2 * MQC_NS_PER_S)
+				fleet_self_usage(
+				    &ignored, &self_rss0); /* warmed up: the slots and buffers are in use */
+			next_tick += MQC_NS_PER_S;
+		}
+		uint64_t wake = now + 10 * MQC_NS_PER_MS;
+		if (next < scheduled && r.in_progress < o->concurrency) {
+			uint64_t t = r.t0 + (uint64_t)((double)next * interval);
+			if (t < wake)
+				wake = t;
+		}
+		fleet_turn(&r, wake);
+	}
+	fleet_sample(o, &usage);
+	fleet_self_usage(&self_fds1, &self_rss1);
+	if (self_rss0 < 0)
+		self_rss0 = self_rss1;
+	char why[768];
+	fleet_explain(&r, why, sizeof why);
+	nanosleep(&(struct timespec) { .tv_nsec = 200000000 }, NULL);
+	bench_probe_read(o->metrics_url, &p1);
+	double secs = (double)o->duration_ns / 1e9;
+	double broker_cpu = usage.ok ? usage.cpu_last - usage.cpu0 : -1;
+	const char *actions[] = { "none", "publish", "subscribe" };
+	if (o->json) {
+		cJSON *root = bench_result_new(o);
+		cJSON *c = cJSON_AddObjectToObject(root, "counts");
+		cJSON_AddNumberToObject(c, "scheduled", (double)scheduled);
+		cJSON_AddNumberToObject(c, "started", (double)next);
+		cJSON_AddNumberToObject(c, "connected", (double)r.held);
+		cJSON_AddNumberToObject(c, "cycles", (double)r.cycles);
+		cJSON_AddNumberToObject(c, "failed", (double)r.failed);
+		cJSON_AddNumberToObject(c, "late", (double)late);
+		fleet_add_reasons(c, r.reasons);
+		fleet_add_connack_refusals(root, &r);
+		cJSON_AddNumberToObject(root, "elapsed_ns", (double)o->duration_ns);
+		cJSON *l = cJSON_AddObjectToObject(root, "latency");
+		cJSON_AddItemToObject(l, "tcp_connect", bench_latency_json(&r.tcp));
+		cJSON_AddItemToObject(l, "connack", bench_latency_json(&r.connack));
+		cJSON_AddItemToObject(l, "cycle", bench_latency_json(&r.cycle));
+		if (r.ctx) {
+			cJSON_AddItemToObject(l, "tls_full", bench_latency_json(&r.tls_full));
+			cJSON_AddItemToObject(l, "tls_resumed", bench_latency_json(&r.tls_resumed));
+		}
+		fleet_add_tls_json(root, &r);
+		cJSON *t = cJSON_AddArrayToObject(root, "timeline");
+		for (size_t i = 0;
+		     i < r.nseconds && i * MQC_NS_PER_S < o->duration_ns + o->connect_timeout_ns; i++) {
+			cJSON *s = cJSON_CreateObject();
+			cJSON_AddNumberToObject(s, "t", (double)i);
+			cJSON_AddNumberToObject(s, "connected", r.seconds[i].ok);
+			cJSON_AddNumberToObject(s, "failed", r.seconds[i].failed);
+			for (int k = 0; k < R_COUNT; k++)
+				if (r.seconds[i].fails[k])
+					cJSON_AddNumberToObject(s, fleet_reason_names[k], r.seconds[i].fails[k]);
+			cJSON_AddItemToArray(t, s);
+		}
+		cJSON *self = cJSON_AddObjectToObject(root, "mqbench_usage");
+		cJSON_AddNumberToObject(self, "fds_before", self_fds0);
+		cJSON_AddNumberToObject(self, "fds_at_end", self_fds1);
+		cJSON_AddNumberToObject(self, "rss_after_warmup_bytes", self_rss0);
+		cJSON_AddNumberToObject(self, "rss_at_end_bytes", self_rss1);
+		cJSON *u = cJSON_AddObjectToObject(root, "broker_usage");
+		cJSON_AddNumberToObject(u, "cpu_mean_pct", usage.ok ? broker_cpu / secs * 100 : -1);
+		cJSON_AddNumberToObject(u, "cpu_peak_pct", usage.peak_pct);
+		cJSON_AddNumberToObject(
+		    u, "cpu_us_per_cycle", usage.ok && r.held ? broker_cpu * 1e6 / (double)r.held : -1);
+		if (p0.ok && p1.ok) {
+			cJSON *pr = cJSON_AddObjectToObject(root, "probe");
+			if (p1.has_connects)
+				cJSON_AddNumberToObject(pr, "connects", p1.connects - p0.connects);
+			cJSON_AddNumberToObject(pr, "disconnects", p1.disconnects - p0.disconnects);
+		}
+		bench_result_print(root);
+	} else {
+		printf("churn %.0f/s for %.1fs (connect, %s, disconnect; concurrency %u) against %s\n",
+		    r.rate, secs, actions[o->churn_action], o->concurrency, o->net.broker);
+		printf("cycles %llu of %llu scheduled   connected %llu   failed %llu   late starts %llu\n",
+		    (unsigned long long)r.cycles, (unsigned long long)scheduled, (unsigned long long)r.held,
+		    (unsigned long long)r.failed, (unsigned long long)late);
+		bench_print_latency(stdout, "connack (from the scheduled time):", &r.connack);
+		bench_print_latency(stdout, "cycle   (scheduled -> DISCONNECT):", &r.cycle);
+		fleet_print_tls(&r);
+		if (r.failed) {
+			printf("failures:");
+			fleet_print_reasons(stdout, r.reasons);
+			fleet_connack_failures_text(&r);
+			printf("\n");
+		}
+		printf("mqbench itself: descriptors %u before -> %u at the end, VmRSS %.1f MB after 2 s "
+		       "-> %.1f MB at the end\n",
+		    self_fds0, self_fds1, self_rss0 / 1e6, self_rss1 / 1e6);
+		if (usage.ok)
+			printf("broker: cpu mean %.0f%% peak %.0f%% of one core, %.0fus CPU per cycle\n",
+			    broker_cpu / secs * 100, usage.peak_pct,
+			    r.held ? broker_cpu * 1e6 / (double)r.held : 0);
+		if (p0.ok && p1.ok && p1.has_connects)
+			printf("broker (probe): connects +%.0f   disconnects +%.0f\n",
+			    p1.connects - p0.connects, p1.disconnects - p0.disconnects);
+	}
+	int rc = fleet_finish_status(&r, why, scheduled);
+	if (!rc && next < scheduled) {
+		fprintf(stderr, "mqbench: %llu of %llu cycles never started\n",
+		    (unsigned long long)(scheduled - next), (unsigned long long)scheduled);
+		rc = 1;
+	}
+	fleet_free(&r);
+	return rc;
+}

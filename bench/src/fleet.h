@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * fleet.h - the engine under `connect` and `churn` (fleet.c): raw non-blocking connections on a
+ * schedule, each an attempt with a state, one epoll loop and one timer heap, reconnect storms,
+ * TLS (full and resumed handshakes kept apart) and the counts a run reports. Internal to mqbench.
+ */
+#ifndef FLEET_H
+#define FLEET_H
+
+#include <netinet/in.h>
+#include <openssl/ssl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "mqbench.h"
+#include "mqc_heap.h"
+#include "mqc_hist.h"
+
+struct cJSON;
+typedef struct cJSON cJSON;
+
+enum state {
+	ST_WAITING, /* not started yet (a connect-storm client before its time, a free churn slot) */
+	ST_TCP,
+	ST_TLS,
+	ST_CONNACK,
+	ST_SUBACK, /* churn --action subscribe: waiting for the SUBACK */
+	ST_HELD,
+	ST_BACKOFF, /* --reconnect: lost, waiting for the next attempt */
+	ST_FAILED,
+	ST_CLOSED
+};
+enum reason {
+	R_REFUSED,
+	R_TIMEOUT,
+	R_CONNACK,
+	R_EMFILE,
+	R_EADDRNOTAVAIL,
+	R_TLS,
+	R_DROPPED,
+	R_CLOSED, /* closed before any CONNACK (said after the run what a 3.1.1 CONNECT met) */
+	R_SUBACK, /* churn: the subscription was refused */
+	R_OTHER,
+	R_COUNT
+};
+extern const char *const fleet_reason_names[R_COUNT];
+
+enum { RX_CAP = 512 };
+
+struct attempt {
+	int fd;
+	enum state state;
+	uint64_t k;        /* the client's index in the whole run: its identity (%i) */
+	uint64_t intended; /* when this attempt should have started: latency counts from it */
+	uint64_t due;      /* its deadline (in progress) or its next try (back-off): the heap key */
+	uint64_t lost_at;  /* --reconnect: when its connection was lost; 0 otherwise */
+	uint64_t backoff;  /* --reconnect: the next retry's delay before jitter */
+	uint64_t tls_t0;   /* when the TLS handshake began */
+	uint64_t tls_cpu;  /* the client's CPU in it so far (ns) */
+	unsigned storm;    /* the storm it was last lost in (1-based; 0: none) */
+	SSL *ssl;
+	unsigned rxlen;
+	unsigned char rx[RX_CAP];
+};
+
+/* One reconnect storm: from the first loss after every connection was up to the last one back. */
+struct rstorm {
+	uint64_t first_loss, last_back;
+	unsigned lost, back, relost; /* distinct clients lost; back now; lost again meanwhile */
+	uint64_t attempts, fails[R_COUNT];
+	struct mqc_hist latency; /* from each loss to its CONNACK */
+	bool over;
+	struct probe_sample probe; /* at its end */
+};
+
+struct second {
+	uint32_t ok, failed, fails[R_COUNT];
+};
+
+struct fleet {
+	const struct bench_opts *o;
+	bool churn;
+	int ep;
+	struct attempt *a; /* connect: a client each; churn: --concurrency slots */
+	unsigned nslots;
+	uint64_t first, count; /* this shard's clients: indexes first .. first+count-1 */
+	double rate;           /* this shard's attempts per second */
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	struct in_addr *sources;
+	unsigned nsources;
+	SSL_CTX *ctx;
+	SSL_SESSION **sessions; /* --tls-resume: the last session of each identity in the shard */
+	char **cert_files;      /* --cert-dir: certificate files, sorted (keys beside them) */
+	unsigned ncerts;
+	struct mqc_heap timers;
+	uint64_t t0;
+	unsigned in_progress;  /* scheduled attempts in progress (--concurrency caps them) */
+	unsigned reconnecting; /* reconnect attempts in progress */
+	uint64_t held, failed, done, cycles;
+	uint64_t reasons[R_COUNT];
+	uint64_t connack_codes[256];    /* refusals in CONNACKs of the protocol's own shape */
+	uint64_t connack311_codes[256]; /* 3.1.1-shaped CONNACKs to a v5 CONNECT: return codes */
+	struct mqc_hist tcp, connack, cycle, tls_full, tls_resumed, reconnect;
+	uint64_t tls_full_cpu, tls_resumed_cpu; /* the client's CPU in handshakes, ns */
+	uint64_t last_done;
+	struct rstorm **storms;
+	unsigned nstorms, storms_cap;
+	struct second *seconds;
+	size_t nseconds;
+	uint64_t rng;
+	unsigned char *pkt; /* packets being sent: room for the longest id and credentials */
+	size_t pkt_cap;
+	char *churn_topic; /* --action publish/subscribe: PREFIX/TOKEN/churn */
+};
+
+struct broker_usage {
+	bool ok;
+	double cpu0, rss0, cpu_last, t_last, peak_pct, rss_max;
+	double t0;
+};
+
+extern volatile sig_atomic_t fleet_interrupted; /* SIGINT or SIGTERM during the run */
+
+/** The per-second counts of the second now falls in (grown as needed); NULL when out of memory. */
+struct second *fleet_second(struct fleet *r, uint64_t now);
+/** Close an attempt's socket and TLS (its session stays resumable). */
+void fleet_close(struct attempt *a);
+/** The reconnect storm in progress, or NULL. */
+struct rstorm *fleet_current_storm(struct fleet *r);
+/** An attempt failed: a reconnect tries again later, anything else counts as a failure. */
+void fleet_failed(struct fleet *r, struct attempt *a, enum reason why);
+/** Write a whole small packet (TLS or not); what send or SSL_write returned. */
+ssize_t fleet_send(struct attempt *a, const unsigned char *p, size_t len);
+/** Start an attempt for a->k now; its latency counts from a->intended (or its loss). */
+void fleet_start(struct fleet *r, struct attempt *a);
+/** Where the body of the packet at the front of a->rx begins. */
+size_t fleet_body_at(const struct attempt *a);
+/** One turn of the loop: events until wake at most, then the timers that are due. */
+void fleet_turn(struct fleet *r, uint64_t wake);
+/** Sample the broker's CPU and memory (--broker-pid, else the probe). */
+void fleet_sample(const struct bench_opts *o, struct broker_usage *u);
+/** This process's open descriptors and VmRSS. */
+void fleet_self_usage(unsigned *fds, double *rss);
+/** Everything a run holds, whatever of it was made. */
+void fleet_free(struct fleet *r);
+/** Resolve, parse sources, preflight, TLS, slots, timers. 0, or -1 after a message. */
+int fleet_setup(struct fleet *r);
+/** Failures by reason, into a JSON object / a line. */
+void fleet_add_reasons(cJSON *obj, const uint64_t *reasons);
+void fleet_print_reasons(FILE *out, const uint64_t *reasons);
+/** Full and resumed TLS handshakes side by side (text, JSON). */
+void fleet_print_tls(const struct fleet *r);
+void fleet_add_tls_json(cJSON *root, const struct fleet *r);
+/** CONNACK refusals by code, in words (text, JSON). */
+void fleet_connack_failures_text(const struct fleet *r);
+void fleet_add_connack_refusals(cJSON *root, const struct fleet *r);
+/** Why CONNECTs were closed or answered in 3.1.1, found out once (empty when neither). */
+void fleet_explain(const struct fleet *r, char *why, size_t len);
+/** The exit status, with every failure and unfinished storm said on stderr. */
+int fleet_finish_status(const struct fleet *r, const char *why, uint64_t scheduled);
+/** fleet_setup, signals, the probe's and the broker's state before the run. 0, or -1 (freed). */
+int fleet_begin(struct fleet *r, struct probe_sample *p0, struct broker_usage *u);
+
+/* churn.c: what a churn cycle does after CONNACK, and with the SUBACK of --action subscribe. */
+void fleet_churn_connected(struct fleet *r, struct attempt *a, uint64_t now);
+void fleet_churn_suback(struct fleet *r, struct attempt *a, uint64_t now);
+
+#endif
