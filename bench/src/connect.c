@@ -127,8 +127,8 @@ int bench_run_connect(const struct bench_opts *o)
 	uint64_t opened = mqc_now_ns();
 	if (!fleet_interrupted) /* the hold begins: a line a script can wait for */
 		fprintf(stderr, "opened: connected %llu of %llu in %.3fs, failed %llu; holding\n",
-		    (unsigned long long)r.held, (unsigned long long)r.count,
-		    (double)(opened - r.t0) / 1e9, (unsigned long long)r.failed);
+		    (unsigned long long)r.held, (unsigned long long)r.count, (double)(opened - r.t0) / 1e9,
+		    (unsigned long long)r.failed);
 	/* Hold: the broker carries every connection; sample its CPU and memory meanwhile. With
 	 * --reconnect, storms come and go; --storms N ends the hold once N are over. */
 	uint64_t hold_end = opened + o->hold_ns;
