@@ -140,7 +140,10 @@ int bench_run_churn(const struct bench_opts *o)
 			for (int k = 0; k < R_COUNT; k++)
 				if (s->fails[k])
 					fprintf(stderr, " %s %u", fleet_reason_names[k], s->fails[k]);
-			fprintf(stderr, " | in progress %u\n", r.in_progress);
+			char mean[24], max[24];
+			fprintf(stderr, " | connack mean %s max %s | in progress %u\n",
+			    bench_fmt_ns(s->ok ? s->latency_sum / s->ok : 0, mean, sizeof mean),
+			    bench_fmt_ns(s->latency_max, max, sizeof max), r.in_progress);
 			if (self_rss0 < 0 && next_tick >= r.t0 + 2 * MQC_NS_PER_S)
 				fleet_self_usage(
 				    &ignored, &self_rss0); /* warmed up: the slots and buffers are in use */
@@ -192,6 +195,9 @@ int bench_run_churn(const struct bench_opts *o)
 			cJSON *s = cJSON_CreateObject();
 			cJSON_AddNumberToObject(s, "t", (double)i);
 			cJSON_AddNumberToObject(s, "connected", r.seconds[i].ok);
+			cJSON_AddNumberToObject(s, "connack_mean_ns",
+			    r.seconds[i].ok ? (double)r.seconds[i].latency_sum / r.seconds[i].ok : 0);
+			cJSON_AddNumberToObject(s, "connack_max_ns", (double)r.seconds[i].latency_max);
 			cJSON_AddNumberToObject(s, "failed", r.seconds[i].failed);
 			for (int k = 0; k < R_COUNT; k++)
 				if (r.seconds[i].fails[k])

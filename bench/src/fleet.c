@@ -272,8 +272,12 @@ static void connected(struct fleet *r, struct attempt *a, uint64_t now)
 	r->done++;
 	r->last_done = now;
 	struct second *sec = fleet_second(r, now);
-	if (sec)
+	if (sec) {
 		sec->ok++;
+		sec->latency_sum += now - a->intended;
+		if (now - a->intended > sec->latency_max)
+			sec->latency_max = now - a->intended;
+	}
 	a->state = ST_HELD;
 }
 

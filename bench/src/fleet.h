@@ -77,8 +77,10 @@ struct rstorm {
 	struct probe_sample probe; /* at its end */
 };
 
+/* What happened in one second of the run: connects, their CONNACK latency, failures by reason. */
 struct second {
 	uint32_t ok, failed, fails[R_COUNT];
+	uint64_t latency_sum, latency_max; /* CONNACK from the scheduled time, ns */
 };
 
 struct fleet {

@@ -102,8 +102,9 @@ if [ -n "$fd0" ] && [ "$fd0" = "$fd1" ] && [ "$growth" -lt 1048576 ]; then
 else
   fail "churn grows: descriptors $fd0 -> $fd1, VmRSS $rss0 -> $rss1"
 fi
-grep -q '"timeline":\[{"t":0,"connected":[0-9]*' "$tmp/churn.json" && pass "churn: per-second timeline" \
-  || fail "churn: no timeline"
+grep -q '"timeline":\[{"t":0,"connected":[0-9]*,"connack_mean_ns":[1-9][0-9.]*,"connack_max_ns":[1-9]' "$tmp/churn.json" \
+  && pass "churn: per-second timeline (connects, CONNACK mean and max, failures by reason)" \
+  || fail "churn: no timeline: $(grep -o '"timeline":.\{80\}' "$tmp/churn.json")"
 "$MQB" churn --broker "$MQTT_URL" "${auth[@]}" --rate 200 --duration 1s --action subscribe \
   --json >"$tmp/sub.json" 2>"$tmp/sub.err" && [ "$(json "$tmp/sub.json" cycles)" = 200 ] \
   && pass "churn with a subscribe: 200 SUBACKs waited for" || fail "churn subscribe: $(tail -2 "$tmp/sub.err")"
@@ -148,6 +149,15 @@ done
   --cert-dir "$tmp/certs" >"$tmp/mtls.out" 2>"$tmp/mtls.err" \
   && grep -q 'connected 30 of 30' "$tmp/mtls.out" && pass "--cert-dir: 30 clients over 3 certificates, mutual TLS" \
   || fail "--cert-dir: $(tail -2 "$tmp/mtls.err")"
+"$MQB" connect --broker "$MQTTS_MTLS_URL" --cafile "$CA_FILE" "${auth[@]}" --clients 3 \
+  --cert "$tmp/certs/device-%i.crt" --key "$tmp/certs/device-%i.key" >"$tmp/tpl.out" 2>"$tmp/tpl.err" \
+  && grep -q 'connected 3 of 3' "$tmp/tpl.out" && pass "--cert and --key templates: client i uses device-i's" \
+  || fail "certificate templates: $(tail -2 "$tmp/tpl.err")"
+"$MQB" connect --broker "$MQTTS_MTLS_URL" --cafile "$CA_FILE" "${auth[@]}" --clients 4 \
+  --cert "$tmp/certs/device-%i.crt" --key "$tmp/certs/device-%i.key" >"$tmp/tpl4.out" 2>"$tmp/tpl4.err"
+grep -q 'cannot use certificate .*device-3.crt' "$tmp/tpl4.err" && grep -q 'failures: tls 1' "$tmp/tpl4.out" \
+  && pass "a missing certificate (client 3 of 4) is named and counted as tls" \
+  || fail "missing certificate: $(cat "$tmp/tpl4.err" | tail -2) $(grep failures "$tmp/tpl4.out")"
 mkdir "$tmp/foreign"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=x \
   -keyout "$tmp/foreign/x.key" -out "$tmp/foreign/x.crt" 2>/dev/null
