@@ -97,7 +97,11 @@ else
   fail "churn: exit $rc cycles '$cycles' failed '$failed' probe '$probe': $(tail -2 "$tmp/churn.err")"
 fi
 growth=$(awk -v a="$rss0" -v b="$rss1" 'BEGIN { print int(b - a) }')
-if [ -n "$fd0" ] && [ "$fd0" = "$fd1" ] && [ "$growth" -lt 1048576 ]; then
+# Under AddressSanitizer freed memory waits in a quarantine (RSS grows by design); there its leak
+# check at exit is the memory test, and the descriptors are counted as everywhere.
+limit=1048576
+grep -qa __asan_init "$MQB" && limit=$((1 << 40)) && echo "note: AddressSanitizer build: VmRSS not compared (LeakSanitizer checks at exit)"
+if [ -n "$fd0" ] && [ "$fd0" = "$fd1" ] && [ "$growth" -lt $limit ]; then
   pass "churn: descriptors $fd0 -> $fd1, VmRSS growth $growth B after warm-up (< 1 MiB)"
 else
   fail "churn grows: descriptors $fd0 -> $fd1, VmRSS $rss0 -> $rss1"
@@ -167,8 +171,9 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
   && pass "a certificate from another CA fails" || fail "foreign certificate: exit $rc $(grep failures "$tmp/foreign.out")"
 for mode in off on; do
   extra=(); [ $mode = on ] && extra=(--tls-resume)
+  # One cycle at a time: an identity's next cycle starts after its last one stored its session.
   "$MQB" churn --broker "$MQTTS_URL" --cafile "$CA_FILE" "${auth[@]}" --rate 100 --duration 2s \
-    --clients 20 "${extra[@]}" --json >"$tmp/tls-$mode.json" 2>"$tmp/tls-$mode.err" \
+    --clients 20 --concurrency 1 "${extra[@]}" --json >"$tmp/tls-$mode.json" 2>"$tmp/tls-$mode.err" \
     || fail "TLS churn ($mode): $(tail -2 "$tmp/tls-$mode.err")"
 done
 full_off=$(grep -o '"tls_handshakes":{"full":[0-9]*' "$tmp/tls-off.json" | grep -o '[0-9]*$')
