@@ -43,7 +43,7 @@ char *bench_slurp(const char *path)
 static const char *const header_keys[] = { "format", "format_version", "mqbench_version", "date",
 	"label", "scenario", "broker", "settings", "config", "run_id", "clock", "merged", NULL };
 static const char *const dropped_keys[] = { "probe", "broker_usage", "timeline", "cpu_seconds",
-	"routing_checks_per_message", "sources", NULL };
+	"routing_checks_per_message", "sources", "mqbench_usage", NULL };
 static const char *const longest_keys[] = { "elapsed_ns", NULL };
 /* Rates recomputed from merged counts would need a common time base: added (pods run together). */
 
