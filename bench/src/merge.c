@@ -7,7 +7,9 @@
  * (so the merged percentiles are those of all samples together, never an average of
  * percentiles), booleans are OR-ed, and durations take the longest. What every pod reads from the
  * same broker (the probe's counts, the broker's CPU and memory) cannot be added and is left out,
- * as are per-second timelines and ratios.
+ * as are per-second timelines, ratios and each process's own descriptors and memory. Arrays of
+ * objects (reconnect storms) are merged element by element: every process's n-th storm is the
+ * same loss of the broker.
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
