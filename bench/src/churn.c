@@ -214,12 +214,8 @@ int bench_run_churn(const struct bench_opts *o)
 		cJSON_AddNumberToObject(u, "cpu_peak_pct", usage.peak_pct);
 		cJSON_AddNumberToObject(
 		    u, "cpu_us_per_cycle", usage.ok && r.held ? broker_cpu * 1e6 / (double)r.held : -1);
-		if (p0.ok && p1.ok) {
-			cJSON *pr = cJSON_AddObjectToObject(root, "probe");
-			if (p1.has_connects)
-				cJSON_AddNumberToObject(pr, "connects", p1.connects - p0.connects);
-			cJSON_AddNumberToObject(pr, "disconnects", p1.disconnects - p0.disconnects);
-		}
+		if (p0.ok && p1.ok)
+			fleet_add_probe_json(root, &p0, &p1);
 		bench_result_print(root);
 	} else {
 		printf("churn %.0f/s for %.1fs (connect, %s, disconnect; concurrency %u) against %s\n",

@@ -211,12 +211,8 @@ int bench_run_connect(const struct bench_opts *o)
 		cJSON_AddNumberToObject(u, "rss_max_bytes", usage.ok ? usage.rss_max : -1);
 		cJSON_AddNumberToObject(u, "rss_before_bytes", usage.ok ? usage.rss0 : -1);
 		cJSON_AddNumberToObject(u, "rss_growth_per_held_connection", per_conn);
-		if (p0.ok && p1.ok && !r.nstorms) {
-			cJSON *pr = cJSON_AddObjectToObject(root, "probe");
-			if (p1.has_connects)
-				cJSON_AddNumberToObject(pr, "connects", p1.connects - p0.connects);
-			cJSON_AddNumberToObject(pr, "disconnects", p1.disconnects - p0.disconnects);
-		}
+		if (p0.ok && p1.ok && !r.nstorms)
+			fleet_add_probe_json(root, &p0, &p1);
 		bench_result_print(root);
 	} else {
 		printf("connect %llu clients at %.0f/s (concurrency %u) against %s\n",
@@ -244,16 +240,15 @@ int bench_run_connect(const struct bench_opts *o)
 			       "%+.1f MB over %.1f MB just before the run = %.0f B per held connection\n",
 			    cpu_mean, usage.peak_pct, usage.rss_max / 1e6, (usage.rss_max - usage.rss0) / 1e6,
 			    usage.rss0 / 1e6, per_conn);
-		if (p0.ok && p1.ok && r.nstorms)
-			; /* each storm said what the broker saw */
-		else if (p0.ok && p1.ok && p1.has_connects)
+		/* With storms, each storm said what the broker saw. */
+		if (!r.nstorms && p0.ok && p1.ok && p1.has_connects)
 			printf("broker (probe): connects +%.0f   disconnects +%.0f\n",
 			    p1.connects - p0.connects, p1.disconnects - p0.disconnects);
-		else if (p0.ok && p1.ok)
+		else if (!r.nstorms && p0.ok && p1.ok)
 			printf("broker (probe): connects n/a (the probe counts them only with observe_auth)"
 			       "   disconnects +%.0f\n",
 			    p1.disconnects - p0.disconnects);
-		else if (o->metrics_url && !r.nstorms)
+		else if (!r.nstorms && o->metrics_url)
 			printf("broker (probe): n/a (%s could not be read)\n", o->metrics_url);
 	}
 	int rc = fleet_finish_status(&r, why, r.count);

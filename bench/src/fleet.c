@@ -1091,6 +1091,14 @@ int fleet_finish_status(const struct fleet *r, const char *why, uint64_t schedul
 	return rc;
 }
 
+void fleet_add_probe_json(cJSON *root, const struct probe_sample *p0, const struct probe_sample *p1)
+{
+	cJSON *pr = cJSON_AddObjectToObject(root, "probe");
+	if (p1->has_connects)
+		cJSON_AddNumberToObject(pr, "connects", p1->connects - p0->connects);
+	cJSON_AddNumberToObject(pr, "disconnects", p1->disconnects - p0->disconnects);
+}
+
 int fleet_begin(struct fleet *r, struct probe_sample *p0, struct broker_usage *u)
 {
 	if (fleet_setup(r) != 0) {

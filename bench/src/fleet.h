@@ -165,6 +165,9 @@ void fleet_add_connack_refusals(cJSON *root, const struct fleet *r);
 void fleet_explain(const struct fleet *r, char *why, size_t len);
 /** The exit status, with every failure and unfinished storm said on stderr. */
 int fleet_finish_status(const struct fleet *r, const char *why, uint64_t scheduled);
+/** The probe's connects (with observe_auth) and disconnects between p0 and p1, as "probe". */
+void fleet_add_probe_json(
+    cJSON *root, const struct probe_sample *p0, const struct probe_sample *p1);
 /** fleet_setup, signals, the probe's and the broker's state before the run. 0, or -1 (freed). */
 int fleet_begin(struct fleet *r, struct probe_sample *p0, struct broker_usage *u);
 
