@@ -48,13 +48,21 @@ void fleet_churn_connected(struct fleet *r, struct attempt *a, uint64_t now)
 		return;
 	}
 	if (o->churn_action == BENCH_CHURN_PUBLISH) {
-		n = mqc_mqtt_put_str(body, sizeof body, r->churn_topic);
-		if (v5)
-			body[n++] = 0; /* no properties */
-		memset(body + n, 'x', o->size < 64 ? o->size : 64);
-		n += o->size < 64 ? o->size : 64;
-		size_t len = mqc_mqtt_packet(r->pkt, r->pkt_cap, 0x30, body, n);
-		if (!len || fleet_send(a, r->pkt, len) != (ssize_t)len) {
+		/* QoS 0, --size bytes (at most 64 KiB: bench_parse says so), written at once */
+		size_t cap = strlen(r->churn_topic) + 3 + o->size;
+		unsigned char *pub = malloc(cap), *pkt = malloc(cap + 5);
+		size_t len = 0;
+		if (pub && pkt) {
+			n = mqc_mqtt_put_str(pub, cap, r->churn_topic);
+			if (v5)
+				pub[n++] = 0; /* no properties */
+			memset(pub + n, 'x', o->size);
+			len = mqc_mqtt_packet(pkt, cap + 5, 0x30, pub, n + o->size);
+		}
+		bool sent = len && fleet_send(a, pkt, len) == (ssize_t)len;
+		free(pub);
+		free(pkt);
+		if (!sent) {
 			fleet_failed(r, a, R_OTHER);
 			return;
 		}

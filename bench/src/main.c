@@ -489,6 +489,11 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		    "process's part already)\n");
 		return 2;
 	}
+	if (sc == SC_CHURN && o->size > 65536) {
+		fprintf(
+		    stderr, "mqbench: churn --size: at most 64K (a cycle writes its PUBLISH at once)\n");
+		return 2;
+	}
 	if (o->storms && !o->reconnect) {
 		fprintf(stderr, "mqbench: --storms needs --reconnect\n");
 		return 2;

@@ -91,10 +91,11 @@ cycles=$(json "$tmp/churn.json" cycles); failed=$(json "$tmp/churn.json" failed)
 probe=$(grep -o '"probe":{"connects":[0-9]*' "$tmp/churn.json" | grep -o '[0-9]*$')
 fd0=$(json "$tmp/churn.json" fds_before); fd1=$(json "$tmp/churn.json" fds_at_end)
 rss0=$(json "$tmp/churn.json" rss_after_warmup_bytes); rss1=$(json "$tmp/churn.json" rss_at_end_bytes)
-if [ $rc = 0 ] && [ "$cycles" = 3200 ] && [ "$failed" = 0 ] && [ "$probe" = 3200 ]; then
-  pass "churn 400/s x 8 s with a publish: 3200 cycles, no failures, the probe saw 3200 connects"
+msgs=$(curl -s "$METRICS_URL" | awk '/^mosquitto_messages_received_total/ { s += $2 } END { print s + 0 }')
+if [ $rc = 0 ] && [ "$cycles" = 3200 ] && [ "$failed" = 0 ] && [ "$probe" = 3200 ] && [ "$msgs" = 3200 ]; then
+  pass "churn 400/s x 8 s with a publish: 3200 cycles, no failures, the probe saw 3200 connects and 3200 messages"
 else
-  fail "churn: exit $rc cycles '$cycles' failed '$failed' probe '$probe': $(tail -2 "$tmp/churn.err")"
+  fail "churn: exit $rc cycles '$cycles' failed '$failed' probe '$probe' messages '$msgs': $(tail -2 "$tmp/churn.err")"
 fi
 growth=$(awk -v a="$rss0" -v b="$rss1" 'BEGIN { print int(b - a) }')
 # Under AddressSanitizer freed memory waits in a quarantine (RSS grows by design); there its leak
