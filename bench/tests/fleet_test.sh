@@ -24,7 +24,7 @@ json() { grep -o "\"$2\":[0-9.-]*" "$1" | head -n 1 | cut -d: -f2; }
 start_broker() {
   local envf=$1; shift
   "$RUN" --daemon --dir "$tmp" "$@" >"$envf" 2>"$envf.err" || { echo "FAIL: test broker: $(cat "$envf.err")"; exit 1; }
-  run_pids+=("$(sed -n "s/^RUN_PID='\(.*\)'/\1/p" "$envf")")
+  run_pids+=("$(. "$envf" && echo "$RUN_PID")")
 }
 
 # --- a reconnect storm: 3,000 held, the broker SIGKILLed and started again on its port -------------
