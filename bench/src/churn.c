@@ -175,7 +175,6 @@ int bench_run_churn(const struct bench_opts *o)
 	bench_probe_read(o->metrics_url, &p1);
 	double secs = (double)o->duration_ns / 1e9;
 	double broker_cpu = usage.ok ? usage.cpu_last - usage.cpu0 : -1;
-	const char *actions[] = { "none", "publish", "subscribe" };
 	if (o->json) {
 		cJSON *root = bench_result_new(o);
 		cJSON *c = cJSON_AddObjectToObject(root, "counts");
@@ -227,19 +226,14 @@ int bench_run_churn(const struct bench_opts *o)
 		bench_result_print(root);
 	} else {
 		printf("churn %.0f/s for %.1fs (connect, %s, disconnect; concurrency %u) against %s\n",
-		    r.rate, secs, actions[o->churn_action], o->concurrency, o->net.broker);
+		    r.rate, secs, bench_churn_actions[o->churn_action], o->concurrency, o->net.broker);
 		printf("cycles %llu of %llu scheduled   connected %llu   failed %llu   late starts %llu\n",
 		    (unsigned long long)r.cycles, (unsigned long long)scheduled, (unsigned long long)r.held,
 		    (unsigned long long)r.failed, (unsigned long long)late);
 		bench_print_latency(stdout, "connack (from the scheduled time):", &r.connack);
 		bench_print_latency(stdout, "cycle   (scheduled -> DISCONNECT):", &r.cycle);
 		fleet_print_tls(&r);
-		if (r.failed) {
-			printf("failures:");
-			fleet_print_reasons(stdout, r.reasons);
-			fleet_connack_failures_text(&r);
-			printf("\n");
-		}
+		fleet_print_failures(&r);
 		printf("mqbench itself: descriptors %u before -> %u at the end, VmRSS %.1f MB after 2 s "
 		       "-> %.1f MB at the end\n",
 		    self_fds0, self_fds1, self_rss0 / 1e6, self_rss1 / 1e6);

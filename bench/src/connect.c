@@ -20,6 +20,18 @@
 #include "mqc_clock.h"
 #include "mqc_mqtt.h"
 
+/* What the probe saw of a storm, read at its end: whether the broker restarted (its start time
+ * moved) and the connects since the run began, or since the broker started. false: not read. */
+static bool storm_probe(
+    const struct rstorm *st, const struct probe_sample *before, bool *restarted, double *connects)
+{
+	if (!st->over || !st->probe.ok || !st->probe.has_connects)
+		return false;
+	*restarted = !before->ok || st->probe.start_time != before->start_time;
+	*connects = *restarted ? st->probe.connects : st->probe.connects - before->connects;
+	return true;
+}
+
 static void storms_json(cJSON *root, const struct fleet *r, const struct probe_sample *before)
 {
 	cJSON *arr = cJSON_AddArrayToObject(root, "storms");
@@ -34,12 +46,12 @@ static void storms_json(cJSON *root, const struct fleet *r, const struct probe_s
 		    s, "elapsed_ns", st->over ? (double)(st->last_back - st->first_loss) : -1);
 		fleet_add_reasons(cJSON_AddObjectToObject(s, "failures"), st->fails);
 		cJSON_AddItemToObject(s, "latency", bench_latency_json(&st->latency));
-		if (st->over && st->probe.ok && st->probe.has_connects) {
+		bool restarted;
+		double connects;
+		if (storm_probe(st, before, &restarted, &connects)) {
 			cJSON *p = cJSON_AddObjectToObject(s, "probe");
-			bool restarted = !before->ok || st->probe.start_time != before->start_time;
 			cJSON_AddBoolToObject(p, "broker_restarted", restarted);
-			cJSON_AddNumberToObject(p, "connects",
-			    restarted ? st->probe.connects : st->probe.connects - before->connects);
+			cJSON_AddNumberToObject(p, "connects", connects);
 		}
 		cJSON_AddItemToArray(arr, s);
 	}
@@ -59,9 +71,7 @@ static void storms_text(const struct fleet *r, const struct probe_sample *before
 			    i + 1, st->lost, st->back, st->lost);
 		snprintf(label, sizeof label, "  reconnect (from each loss):");
 		bench_print_latency(stdout, label, &st->latency);
-		uint64_t fails = 0;
-		for (int k = 0; k < R_COUNT; k++)
-			fails += st->fails[k];
+		uint64_t fails = fleet_storm_failures(st);
 		printf("  attempts %llu   failed %llu", (unsigned long long)st->attempts,
 		    (unsigned long long)fails);
 		if (fails) {
@@ -71,15 +81,12 @@ static void storms_text(const struct fleet *r, const struct probe_sample *before
 		if (st->relost)
 			printf("   lost again while the storm lasted %u", st->relost);
 		printf("\n");
-		if (st->over && st->probe.ok && st->probe.has_connects) {
-			bool restarted = !before->ok || st->probe.start_time != before->start_time;
-			if (restarted)
-				printf("  broker (probe): restarted; connects since it started %.0f\n",
-				    st->probe.connects);
-			else
-				printf("  broker (probe): connects +%.0f since the run began\n",
-				    st->probe.connects - before->connects);
-		}
+		bool restarted;
+		double connects;
+		if (storm_probe(st, before, &restarted, &connects))
+			printf(restarted ? "  broker (probe): restarted; connects since it started %.0f\n"
+			                 : "  broker (probe): connects +%.0f since the run began\n",
+			    connects);
 	}
 }
 
@@ -146,12 +153,10 @@ int bench_run_connect(const struct bench_opts *o)
 			next_sample = now + 100 * MQC_NS_PER_MS;
 		}
 		if (now >= next_tick && st) {
-			fprintf(stderr, "%6.1fs  storm %u: back %u of %u, reconnecting %u, failed attempts",
-			    (double)(now - r.t0) / 1e9, r.nstorms, st->back, st->lost, r.reconnecting);
-			uint64_t fails = 0;
-			for (int k = 0; k < R_COUNT; k++)
-				fails += st->fails[k];
-			fprintf(stderr, " %llu\n", (unsigned long long)fails);
+			fprintf(stderr,
+			    "%6.1fs  storm %u: back %u of %u, reconnecting %u, failed attempts %llu\n",
+			    (double)(now - r.t0) / 1e9, r.nstorms, st->back, st->lost, r.reconnecting,
+			    (unsigned long long)fleet_storm_failures(st));
 		}
 		if (now >= next_tick)
 			next_tick += MQC_NS_PER_S;
@@ -164,6 +169,7 @@ int bench_run_connect(const struct bench_opts *o)
 		held += r.a[i].state == ST_HELD;
 	char why[768];
 	fleet_explain(&r, why, sizeof why);
+	uint64_t closed_at = mqc_now_ns();
 	static const unsigned char disconnect[2] = { 0xe0, 0x00 };
 	for (unsigned i = 0; i < r.nslots; i++) {
 		struct attempt *a = &r.a[i];
@@ -196,8 +202,15 @@ int bench_run_connect(const struct bench_opts *o)
 		cJSON *l = cJSON_AddObjectToObject(root, "latency");
 		cJSON_AddItemToObject(l, "tcp_connect", bench_latency_json(&r.tcp));
 		cJSON_AddItemToObject(l, "connack", bench_latency_json(&r.connack));
-		if (o->reconnect)
-			cJSON_AddItemToObject(l, "reconnect", bench_latency_json(&r.reconnect));
+		if (o->reconnect) { /* every storm's reconnects together */
+			struct mqc_hist all;
+			if (mqc_hist_init(&all, 10) == 0) {
+				for (unsigned i = 0; i < r.nstorms; i++)
+					mqc_hist_merge(&all, &r.storms[i]->latency);
+				cJSON_AddItemToObject(l, "reconnect", bench_latency_json(&all));
+				mqc_hist_free(&all);
+			}
+		}
 		if (r.ctx) {
 			cJSON_AddItemToObject(l, "tls_full", bench_latency_json(&r.tls_full));
 			cJSON_AddItemToObject(l, "tls_resumed", bench_latency_json(&r.tls_resumed));
@@ -220,16 +233,11 @@ int bench_run_connect(const struct bench_opts *o)
 		printf("connected %llu of %llu in %.3fs (%.0f/s)   failed %llu   held %llu for %.1fs\n",
 		    (unsigned long long)connected_n, (unsigned long long)r.count, secs,
 		    (double)r.held / secs, (unsigned long long)r.failed, (unsigned long long)held,
-		    (double)(mqc_now_ns() - opened) / 1e9);
+		    (double)(closed_at - opened) / 1e9);
 		bench_print_latency(stdout, "tcp connect (from the scheduled time):", &r.tcp);
 		bench_print_latency(stdout, "connack     (from the scheduled time):", &r.connack);
 		fleet_print_tls(&r);
-		if (r.failed) {
-			printf("failures:");
-			fleet_print_reasons(stdout, r.reasons);
-			fleet_connack_failures_text(&r);
-			printf("\n");
-		}
+		fleet_print_failures(&r);
 		if (o->reconnect && !r.nstorms)
 			printf("storms: none (no connection was lost)\n");
 		storms_text(&r, &p0);

@@ -176,11 +176,11 @@ void fleet_close(struct attempt *a)
 {
 	/* Marked shut down: OpenSSL would otherwise mark the session unresumable on SSL_free, and a
 	 * device whose broker went away still offers its session to the next one. */
-	if (a->ssl)
+	if (a->ssl) {
 		SSL_set_shutdown(a->ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
-	if (a->ssl)
 		SSL_free(a->ssl);
-	a->ssl = NULL;
+		a->ssl = NULL;
+	}
 	if (a->fd >= 0)
 		close(a->fd);
 	a->fd = -1;
@@ -190,6 +190,14 @@ void fleet_close(struct attempt *a)
 static bool connecting(enum state st)
 {
 	return st == ST_TCP || st == ST_TLS || st == ST_CONNACK || st == ST_SUBACK;
+}
+
+uint64_t fleet_storm_failures(const struct rstorm *st)
+{
+	uint64_t n = 0;
+	for (int k = 0; k < R_COUNT; k++)
+		n += st->fails[k];
+	return n;
 }
 
 struct rstorm *fleet_current_storm(struct fleet *r)
@@ -254,7 +262,6 @@ static void connected(struct fleet *r, struct attempt *a, uint64_t now)
 	if (a->lost_at) {
 		r->reconnecting--;
 		struct rstorm *st = fleet_current_storm(r);
-		mqc_hist_record(&r->reconnect, now - a->lost_at);
 		if (st) {
 			mqc_hist_record(&st->latency, now - a->lost_at);
 			st->back++;
@@ -698,6 +705,12 @@ static int name_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+uint64_t bench_churn_time_wait(double rate, uint64_t duration_ns)
+{
+	double seconds = (double)duration_ns / 1e9;
+	return (uint64_t)(rate * (seconds < 60 ? seconds : 60));
+}
+
 /* --cert-dir: every NAME.crt with a NAME.key beside it, sorted by name. */
 static int load_cert_dir(struct fleet *r)
 {
@@ -742,8 +755,8 @@ static int load_cert_dir(struct fleet *r)
 	return rc;
 }
 
-int bench_preflight(
-    const struct bench_opts *o, uint64_t connections, unsigned processes, unsigned nsources)
+int bench_preflight(const struct bench_opts *o, uint64_t connections, uint64_t time_wait,
+    unsigned processes, unsigned nsources)
 {
 	int rc = 0;
 	uint64_t per_process = (connections + processes - 1) / processes;
@@ -783,6 +796,16 @@ int bench_preflight(
 		    (unsigned long long)connections, (unsigned long long)ports, lo, hi,
 		    nsources ? nsources : 1);
 		rc = -1;
+	} else if (time_wait && connections + time_wait + tw > ports) {
+		/* Churn: the client closes first, so each cycle's port waits 60 s in TIME_WAIT. */
+		fprintf(stderr,
+		    "mqbench: warning: churn leaves each closed connection's port in TIME_WAIT for 60 s: "
+		    "about %llu at once here (and %lu now), more than the %llu local ports (%u-%u x %u "
+		    "source addresses); past them connects fail with eaddrnotavail unless the kernel "
+		    "reuses them (net.ipv4.tcp_tw_reuse: loopback only by default); add --source "
+		    "addresses\n",
+		    (unsigned long long)time_wait, tw, (unsigned long long)ports, lo, hi,
+		    nsources ? nsources : 1);
 	} else if (connections + tw > ports) {
 		fprintf(stderr,
 		    "mqbench: warning: %lu sockets in TIME_WAIT and %llu new connections may exhaust "
@@ -903,8 +926,7 @@ void fleet_free(struct fleet *r)
 	free(r->cert_files);
 	SSL_CTX_free(r->ctx);
 	mqc_heap_free(&r->timers);
-	struct mqc_hist *h[]
-	    = { &r->tcp, &r->connack, &r->cycle, &r->tls_full, &r->tls_resumed, &r->reconnect };
+	struct mqc_hist *h[] = { &r->tcp, &r->connack, &r->cycle, &r->tls_full, &r->tls_resumed };
 	for (size_t i = 0; i < sizeof h / sizeof h[0]; i++)
 		mqc_hist_free(h[i]);
 	for (unsigned i = 0; i < r->nstorms; i++) {
@@ -935,7 +957,11 @@ int fleet_setup(struct fleet *r)
 		fprintf(stderr, "mqbench: --source needs an IPv4 broker address\n");
 		return -1;
 	}
-	if (!r->churn && !o->processes_worker && bench_preflight(o, r->count, 1, r->nsources) != 0)
+	if (!o->processes_worker
+	    && bench_preflight(o, r->churn ? o->concurrency : r->count,
+	           r->churn ? bench_churn_time_wait(o->rate / o->shards, o->duration_ns) : 0, 1,
+	           r->nsources)
+	        != 0)
 		return -1;
 	if (o->net.conn.url.tls && !(r->ctx = make_ctx(o)))
 		return -1;
@@ -951,8 +977,7 @@ int fleet_setup(struct fleet *r)
 	r->rng = o->seed * 0x9E3779B97F4A7C15ULL + 1;
 	if (r->churn && asprintf(&r->churn_topic, "%s/%s/churn", o->prefix, o->token) < 0)
 		r->churn_topic = NULL;
-	struct mqc_hist *h[]
-	    = { &r->tcp, &r->connack, &r->cycle, &r->tls_full, &r->tls_resumed, &r->reconnect };
+	struct mqc_hist *h[] = { &r->tcp, &r->connack, &r->cycle, &r->tls_full, &r->tls_resumed };
 	bool hists_ok = true;
 	for (size_t i = 0; i < sizeof h / sizeof h[0]; i++)
 		hists_ok &= mqc_hist_init(h[i], 10) == 0;
@@ -1039,6 +1064,16 @@ void fleet_connack_failures_text(const struct fleet *r)
 			    (unsigned long long)r->connack311_codes[c]);
 }
 
+void fleet_print_failures(const struct fleet *r)
+{
+	if (!r->failed)
+		return;
+	printf("failures:");
+	fleet_print_reasons(stdout, r->reasons);
+	fleet_connack_failures_text(r);
+	printf("\n");
+}
+
 void fleet_add_connack_refusals(cJSON *root, const struct fleet *r)
 {
 	cJSON *refusals = cJSON_AddObjectToObject(root, "connack_refusals");
@@ -1070,7 +1105,7 @@ int fleet_finish_status(const struct fleet *r, const char *why, uint64_t schedul
 {
 	int rc = 0;
 	if (fleet_interrupted) {
-		fprintf(stderr, "mqbench: fleet_interrupted\n");
+		fprintf(stderr, "mqbench: interrupted\n");
 		rc = 1;
 	} else if (r->failed) {
 		fprintf(stderr, "mqbench: %llu of %llu connections failed:", (unsigned long long)r->failed,

@@ -107,7 +107,7 @@ struct fleet {
 	uint64_t reasons[R_COUNT];
 	uint64_t connack_codes[256];    /* refusals in CONNACKs of the protocol's own shape */
 	uint64_t connack311_codes[256]; /* 3.1.1-shaped CONNACKs to a v5 CONNECT: return codes */
-	struct mqc_hist tcp, connack, cycle, tls_full, tls_resumed, reconnect;
+	struct mqc_hist tcp, connack, cycle, tls_full, tls_resumed;
 	uint64_t tls_full_cpu, tls_resumed_cpu; /* the client's CPU in handshakes, ns */
 	uint64_t last_done;
 	struct rstorm **storms;
@@ -132,6 +132,8 @@ extern volatile sig_atomic_t fleet_interrupted; /* SIGINT or SIGTERM during the 
 struct second *fleet_second(struct fleet *r, uint64_t now);
 /** Close an attempt's socket and TLS (its session stays resumable). */
 void fleet_close(struct attempt *a);
+/** A storm's failed attempts, every reason. */
+uint64_t fleet_storm_failures(const struct rstorm *st);
 /** The reconnect storm in progress, or NULL. */
 struct rstorm *fleet_current_storm(struct fleet *r);
 /** An attempt failed: a reconnect tries again later, anything else counts as a failure. */
@@ -163,6 +165,8 @@ void fleet_connack_failures_text(const struct fleet *r);
 void fleet_add_connack_refusals(cJSON *root, const struct fleet *r);
 /** Why CONNECTs were closed or answered in 3.1.1, found out once (empty when neither). */
 void fleet_explain(const struct fleet *r, char *why, size_t len);
+/** "failures: refused 3 ... (CONNACK reason code ...)" on stdout, when anything failed. */
+void fleet_print_failures(const struct fleet *r);
 /** The exit status, with every failure and unfinished storm said on stderr. */
 int fleet_finish_status(const struct fleet *r, const char *why, uint64_t scheduled);
 /** The probe's connects (with observe_auth) and disconnects between p0 and p1, as "probe". */

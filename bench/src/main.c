@@ -308,8 +308,7 @@ static int on_option(const struct mqc_cli *cli, int key, const char *name, const
 			return 0;
 		case O_ACTION:
 			for (int i = 0; i < 3; i++)
-				if (strcmp(value, (const char *const[]) { "none", "publish", "subscribe" }[i])
-				    == 0) {
+				if (strcmp(value, bench_churn_actions[i]) == 0) {
 					o->churn_action = (enum bench_churn_action)i;
 					return 0;
 				}

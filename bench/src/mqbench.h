@@ -21,6 +21,7 @@ extern const char *const bench_scenario_names[SC_COUNT];
 
 /** churn --action: what a client does between CONNACK and DISCONNECT. */
 enum bench_churn_action { BENCH_CHURN_NONE, BENCH_CHURN_PUBLISH, BENCH_CHURN_SUBSCRIBE };
+extern const char *const bench_churn_actions[3]; /* "none", "publish", "subscribe" */
 
 struct bench_opts {
 	enum bench_scenario scenario;
@@ -164,10 +165,13 @@ int bench_run_processes(const struct bench_opts *o, int argc, char **argv);
 /** "A.B.C.D-E.F.G.H" into addresses (malloc; out may be NULL to count). 0, or -1 said. */
 struct in_addr;
 int bench_parse_sources(const char *spec, struct in_addr **out, unsigned *count);
-/** Whether connections over processes and nsources source addresses can work: descriptors per
- *  process, ports x addresses, TIME_WAIT, the broker's file limit. -1 (said) when they cannot. */
-int bench_preflight(
-    const struct bench_opts *o, uint64_t connections, unsigned processes, unsigned nsources);
+/** Whether connections open at once over processes and nsources source addresses can work:
+ *  descriptors per process, ports x addresses, TIME_WAIT (time_wait: the sockets the run itself
+ *  leaves there, churn's), the broker's file limit. -1 (said) when they cannot; warnings said. */
+int bench_preflight(const struct bench_opts *o, uint64_t connections, uint64_t time_wait,
+    unsigned processes, unsigned nsources);
+/** The sockets churn at rate per second leaves in TIME_WAIT at once (60 s each). */
+uint64_t bench_churn_time_wait(double rate, uint64_t duration_ns);
 /** Whether connect's CONNECT packets can be built from these options; -1 with the reason. */
 int bench_connect_check(const struct bench_opts *o, char *err, size_t errlen);
 int bench_run_request(const struct bench_opts *o);

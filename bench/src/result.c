@@ -16,6 +16,7 @@
 #include "mqbench.h"
 #include "mqc_clock.h"
 
+const char *const bench_churn_actions[3] = { "none", "publish", "subscribe" };
 const char *const bench_scenario_names[SC_COUNT]
     = { "connect", "throughput", "fanout", "request", "churn" };
 
@@ -64,8 +65,7 @@ cJSON *bench_result_new(const struct bench_opts *o)
 			cJSON_AddNumberToObject(s, "clients", o->clients);
 			cJSON_AddNumberToObject(s, "rate", o->rate);
 			cJSON_AddNumberToObject(s, "concurrency", o->concurrency);
-			cJSON_AddStringToObject(s, "action",
-			    (const char *const[]) { "none", "publish", "subscribe" }[o->churn_action]);
+			cJSON_AddStringToObject(s, "action", bench_churn_actions[o->churn_action]);
 			cJSON_AddBoolToObject(s, "tls", o->net.conn.url.tls);
 			cJSON_AddBoolToObject(s, "tls_resume", o->tls_resume);
 			break;

@@ -158,8 +158,10 @@ int bench_run_processes(const struct bench_opts *o, int argc, char **argv)
 	unsigned n = o->processes, nsources = 0;
 	if (o->sources && bench_parse_sources(o->sources, NULL, &nsources) != 0)
 		return 2;
-	uint64_t connections = o->scenario == SC_CHURN ? (uint64_t)o->concurrency * n : o->clients;
-	if (bench_preflight(o, connections, n, nsources) != 0)
+	bool churn = o->scenario == SC_CHURN;
+	uint64_t connections = churn ? (uint64_t)o->concurrency * n : o->clients;
+	uint64_t time_wait = churn ? bench_churn_time_wait(o->rate, o->duration_ns) : 0;
+	if (bench_preflight(o, connections, time_wait, n, nsources) != 0)
 		return 1;
 	if (o->clients < n) {
 		fprintf(stderr, "mqbench: --processes %u needs at least %u clients\n", n, n);
