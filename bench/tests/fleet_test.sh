@@ -3,11 +3,12 @@
 # What a fleet does to a broker, against the test broker: a reconnect storm through a broker
 # killed and started again on its port, churn with no growth in mqbench, a client identity each,
 # TLS session resumption, and one run over two processes and three source addresses.
-# Usage: fleet_test.sh MQBENCH TB_RUN TB_FREE_PORT
+# Usage: fleet_test.sh MQBENCH TB_RUN TB_FREE_PORT TB_FAKE_BROKER
 set -u
 MQB=$1
 RUN=$2
 FREE_PORT=$3
+FAKE=$4
 tmp=$(mktemp -d /tmp/fleet-test-XXXXXX)
 run_pids=()
 failures=0
@@ -113,6 +114,29 @@ grep -q '"timeline":\[{"t":0,"connected":[0-9]*,"connack_mean_ns":[1-9][0-9.]*,"
 "$MQB" churn --broker "$MQTT_URL" "${auth[@]}" --rate 200 --duration 1s --action subscribe \
   --json >"$tmp/sub.json" 2>"$tmp/sub.err" && [ "$(json "$tmp/sub.json" cycles)" = 200 ] \
   && pass "churn with a subscribe: 200 SUBACKs waited for" || fail "churn subscribe: $(tail -2 "$tmp/sub.err")"
+# A broker that refuses the subscription (an ACL plugin's answer): a failure by reason, never a
+# cycle that worked. (mosquitto's acl_file answers SUBACK 0 to a filter it will deliver nothing
+# to, and filters at delivery: a SUBACK is what churn can see.)
+"$FAKE" --mode deny-subscribe >"$tmp/fake.out" 2>&1 &
+fake=$!
+for _ in $(seq 50); do grep -q '^ready' "$tmp/fake.out" && break; sleep 0.1; done
+fake_url=$(sed -n 's/^FAKE_BROKER_URL=//p' "$tmp/fake.out")
+for proto in 5 3.1.1; do
+  "$MQB" churn --broker "$fake_url" --protocol $proto --rate 100 --duration 1s --action subscribe \
+    >"$tmp/acl.out" 2>"$tmp/acl.err"; rc=$?
+  [ $rc = 1 ] && grep -q 'cycles 0 of 100' "$tmp/acl.out" && grep -q 'failures: suback 100' "$tmp/acl.out" \
+    && pass "a refused subscription (MQTT $proto): 100 failures 'suback', exit 1" \
+    || fail "refused subscription (MQTT $proto): exit $rc, $(grep -E 'cycles|failures' "$tmp/acl.out")"
+done
+kill $fake; wait $fake 2>/dev/null
+"$MQB" connect --broker "$MQTT_URL" "${auth[@]}" --clients 20 --hold 30s >"$tmp/int.out" 2>"$tmp/int.err" &
+mqb=$!
+for _ in $(seq 50); do grep -q 'opened: connected 20 of 20' "$tmp/int.err" && break; sleep 0.1; done
+kill -INT $mqb
+wait $mqb; rc=$?
+[ $rc = 1 ] && grep -qx 'mqbench: interrupted' "$tmp/int.err" && grep -q 'connected 20 of 20' "$tmp/int.out" \
+  && pass "SIGINT in the hold: what was measured is reported, 'mqbench: interrupted', exit 1" \
+  || fail "interrupted: exit $rc, $(tail -1 "$tmp/int.err")"
 "$MQB" churn --broker "$MQTT_URL" --username "$MQTT_USERNAME" --password wrong --rate 100 \
   --duration 1s >"$tmp/bad.out" 2>"$tmp/bad.err"; rc=$?
 [ $rc = 1 ] && grep -q 'not authorized: 100' "$tmp/bad.out" && pass "churn refused: counted by reason, exit 1" \

@@ -2,9 +2,9 @@
 /*
  * tb-fake-broker - a scripted "broker" for what the real ones here do not do on demand: answer
  * only MQTT 3.1.1, close a connection in answer to a v5 CONNECT, refuse every CONNECT, or send
- * a malformed packet. It answers CONNECT only (then holds the connection until the client goes),
- * so it tests how clients name what they meet; every other behaviour is tested against real
- * brokers (mosquitto, and scripts/interop's matrix).
+ * a malformed packet, or refuse every subscription. It answers CONNECT (and SUBSCRIBE) only (then
+ * holds the connection until the client goes), so it tests how clients name what they meet; every
+ * other behaviour is tested against real brokers (mosquitto, and scripts/interop's matrix).
  *
  * Usage: tb-fake-broker --mode MODE [--port N]
  *   v311-only   a v5 CONNECT gets a 3.1.1 CONNACK with return code 1 and the connection closes
@@ -13,6 +13,9 @@
  *   close-all   every CONNECT is closed without a CONNACK (a broker at its connection limit)
  *   refuse      every CONNECT is refused: v5 reason 0x87 or 3.1.1 return code 5 (not authorized)
  *   malformed   CONNACK, then a PUBLISH with QoS 3
+ *   deny-subscribe  CONNACK, then every SUBSCRIBE refused: SUBACK 0x87 (v5) or 0x80 (3.1.1), as
+ *               a broker whose ACL plugin denies the filter answers (mosquitto's acl_file grants
+ *               it and filters at delivery instead)
  * Prints FAKE_BROKER_URL=mqtt://127.0.0.1:PORT and "ready" once it listens; counts CONNECTs by
  * protocol level and prints them when SIGTERM ends it ("fake-broker: connects v5 N v311 M").
  */
@@ -28,8 +31,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum mode { V311_ONLY, CLOSE_V5, CLOSE_ALL, REFUSE, MALFORMED };
-static const char *const names[] = { "v311-only", "close-v5", "close-all", "refuse", "malformed" };
+enum mode { V311_ONLY, CLOSE_V5, CLOSE_ALL, REFUSE, MALFORMED, DENY_SUBSCRIBE };
+static const char *const names[]
+    = { "v311-only", "close-v5", "close-all", "refuse", "malformed", "deny-subscribe" };
 
 enum { MAX_CLIENTS = 64 };
 
@@ -38,6 +42,7 @@ struct client {
 	unsigned char buf[4096];
 	size_t len;
 	bool answered;
+	int level; /* the CONNECT's protocol level */
 };
 
 static volatile sig_atomic_t stop;
@@ -87,6 +92,7 @@ static void answer(struct client *c, enum mode mode, int level)
 			close_after = true;
 			break;
 		case MALFORMED:
+		case DENY_SUBSCRIBE:
 			out = v5 ? ok5 : ok311;
 			len = v5 ? sizeof ok5 : sizeof ok311;
 			break;
@@ -98,6 +104,20 @@ static void answer(struct client *c, enum mode mode, int level)
 	if (mode == MALFORMED)
 		send(c->fd, qos3, sizeof qos3, MSG_NOSIGNAL);
 	c->answered = true;
+	c->level = level;
+}
+
+/* deny-subscribe: a SUBSCRIBE at the front of what came (small: one read) gets its refusal. */
+static void refuse_subscribe(struct client *c, const unsigned char *p, size_t n)
+{
+	if (n < 4 || p[0] != 0x82 || (p[1] & 0x80))
+		return;
+	unsigned char v5[] = { 0x90, 4, p[2], p[3], 0, 0x87 };
+	unsigned char v311[] = { 0x90, 3, p[2], p[3], 0x80 };
+	if (c->level == 5)
+		send(c->fd, v5, sizeof v5, MSG_NOSIGNAL);
+	else
+		send(c->fd, v311, sizeof v311, MSG_NOSIGNAL);
 }
 
 /* A whole CONNECT in the buffer: its protocol level (4 or 5), or 0 while it is incomplete. */
@@ -129,15 +149,15 @@ int main(int argc, char **argv)
 			port = atoi(argv[++i]);
 		} else {
 			fprintf(stderr,
-			    "usage: tb-fake-broker --mode v311-only|close-v5|close-all|refuse|malformed "
-			    "[--port N]\n");
+			    "usage: tb-fake-broker --mode "
+			    "v311-only|close-v5|close-all|refuse|malformed|deny-subscribe [--port N]\n");
 			return 2;
 		}
 	}
 	if (mode < 0) {
 		fprintf(stderr,
-		    "tb-fake-broker: --mode: expected v311-only, close-v5, close-all, refuse or "
-		    "malformed\n");
+		    "tb-fake-broker: --mode: expected v311-only, close-v5, close-all, refuse, malformed "
+		    "or deny-subscribe\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -187,7 +207,9 @@ int main(int argc, char **argv)
 				drop(c);
 				continue;
 			}
-			if (c->answered) { /* what follows CONNECT is not read: the buffer is reused */
+			if (c->answered) { /* what follows CONNECT is not kept: the buffer is reused */
+				if (mode == DENY_SUBSCRIBE)
+					refuse_subscribe(c, c->buf + c->len, (size_t)n);
 				c->len = 0;
 				continue;
 			}
