@@ -109,10 +109,11 @@ int bench_run_churn(const struct bench_opts *o)
 		return 1;
 	double interval = 1e9 / r.rate;
 	uint64_t scheduled = (uint64_t)((double)o->duration_ns / interval);
-	uint64_t next = 0, late = 0, next_tick = r.t0 + MQC_NS_PER_S, next_sample = 0;
+	uint64_t next = 0, late = 0, next_tick = r.t0 + MQC_NS_PER_S;
 	unsigned self_fds0, self_fds1, ignored;
 	double self_rss0 = -1, self_rss1;
 	fleet_self_usage(&self_fds0, &self_rss1); /* descriptors before the first connection */
+	fleet_start_sampling(&r, &usage, 200 * MQC_NS_PER_MS); /* its reads' descriptors come and go */
 	uint64_t end = r.t0 + o->duration_ns;
 	unsigned free_hint = 0;
 	while (!fleet_interrupted && (next < scheduled || r.in_progress)) {
@@ -135,10 +136,6 @@ int bench_run_churn(const struct bench_opts *o)
 				late++;
 			next++;
 			fleet_start(&r, a);
-		}
-		if (now >= next_sample) {
-			fleet_sample(o, &usage);
-			next_sample = now + 200 * MQC_NS_PER_MS;
 		}
 		if (now >= next_tick) {
 			size_t i = (size_t)((next_tick - r.t0) / MQC_NS_PER_S) - 1;
@@ -165,7 +162,7 @@ int bench_run_churn(const struct bench_opts *o)
 		}
 		fleet_turn(&r, wake);
 	}
-	fleet_sample(o, &usage);
+	fleet_stop_sampling(&r);
 	fleet_self_usage(&self_fds1, &self_rss1);
 	if (self_rss0 < 0)
 		self_rss0 = self_rss1;
@@ -174,7 +171,7 @@ int bench_run_churn(const struct bench_opts *o)
 	nanosleep(&(struct timespec) { .tv_nsec = 200000000 }, NULL);
 	bench_probe_read(o->metrics_url, &p1);
 	double secs = (double)o->duration_ns / 1e9;
-	double broker_cpu = usage.ok ? usage.cpu_last - usage.cpu0 : -1;
+	double broker_cpu = usage.ok && !usage.restarted ? usage.cpu_last - usage.cpu0 : -1;
 	if (o->json) {
 		cJSON *root = bench_result_new(o);
 		cJSON *c = cJSON_AddObjectToObject(root, "counts");
@@ -217,10 +214,10 @@ int bench_run_churn(const struct bench_opts *o)
 		cJSON_AddNumberToObject(self, "rss_after_warmup_bytes", self_rss0);
 		cJSON_AddNumberToObject(self, "rss_at_end_bytes", self_rss1);
 		cJSON *u = cJSON_AddObjectToObject(root, "broker_usage");
-		cJSON_AddNumberToObject(u, "cpu_mean_pct", usage.ok ? broker_cpu / secs * 100 : -1);
+		cJSON_AddNumberToObject(u, "cpu_mean_pct", broker_cpu >= 0 ? broker_cpu / secs * 100 : -1);
 		cJSON_AddNumberToObject(u, "cpu_peak_pct", usage.peak_pct);
-		cJSON_AddNumberToObject(
-		    u, "cpu_us_per_cycle", usage.ok && r.held ? broker_cpu * 1e6 / (double)r.held : -1);
+		cJSON_AddNumberToObject(u, "cpu_us_per_cycle",
+		    broker_cpu >= 0 && r.held ? broker_cpu * 1e6 / (double)r.held : -1);
 		if (p0.ok && p1.ok)
 			fleet_add_probe_json(root, &p0, &p1);
 		bench_result_print(root);
@@ -237,7 +234,7 @@ int bench_run_churn(const struct bench_opts *o)
 		printf("mqbench itself: descriptors %u before -> %u at the end, VmRSS %.1f MB after 2 s "
 		       "-> %.1f MB at the end\n",
 		    self_fds0, self_fds1, self_rss0 / 1e6, self_rss1 / 1e6);
-		if (usage.ok)
+		if (broker_cpu >= 0)
 			printf("broker: cpu mean %.0f%% peak %.0f%% of one core, %.0fus CPU per cycle\n",
 			    broker_cpu / secs * 100, usage.peak_pct,
 			    r.held ? broker_cpu * 1e6 / (double)r.held : 0);

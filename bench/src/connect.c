@@ -97,9 +97,10 @@ int bench_run_connect(const struct bench_opts *o)
 	struct broker_usage usage;
 	if (fleet_begin(&r, &p0, &usage) != 0)
 		return 1;
+	fleet_start_sampling(&r, &usage, 100 * MQC_NS_PER_MS);
 
 	double interval = 1e9 / r.rate;
-	uint64_t next_sample = 0, next_tick = r.t0 + MQC_NS_PER_S;
+	uint64_t next_tick = r.t0 + MQC_NS_PER_S;
 	uint64_t last_held = 0;
 	unsigned next = 0;
 	for (unsigned i = 0; i < r.nslots; i++) {
@@ -110,10 +111,6 @@ int bench_run_connect(const struct bench_opts *o)
 		uint64_t now = mqc_now_ns();
 		while (next < r.nslots && r.a[next].intended <= now && r.in_progress < o->concurrency)
 			fleet_start(&r, &r.a[next++]);
-		if (now >= next_sample) {
-			fleet_sample(o, &usage);
-			next_sample = now + 100 * MQC_NS_PER_MS;
-		}
 		if (now >= next_tick) { /* a line a second on stderr: the run is alive, and how */
 			char p99[24];
 			fprintf(stderr,
@@ -148,10 +145,6 @@ int bench_run_connect(const struct bench_opts *o)
 			break;
 		uint64_t now = mqc_now_ns();
 		struct rstorm *st = fleet_current_storm(&r);
-		if (now >= next_sample && !st) { /* in a storm the broker may be gone */
-			fleet_sample(o, &usage);
-			next_sample = now + 100 * MQC_NS_PER_MS;
-		}
 		if (now >= next_tick && st) {
 			fprintf(stderr,
 			    "%6.1fs  storm %u: back %u of %u, reconnecting %u, failed attempts %llu\n",
@@ -163,7 +156,7 @@ int bench_run_connect(const struct bench_opts *o)
 		uint64_t wake = now + 100 * MQC_NS_PER_MS;
 		fleet_turn(&r, wake < hold_end ? wake : hold_end);
 	}
-	fleet_sample(o, &usage);
+	fleet_stop_sampling(&r);
 	uint64_t held = 0;
 	for (unsigned i = 0; i < r.nslots; i++)
 		held += r.a[i].state == ST_HELD;
@@ -179,9 +172,10 @@ int bench_run_connect(const struct bench_opts *o)
 	}
 	nanosleep(&(struct timespec) { .tv_nsec = 200000000 }, NULL);
 	bench_probe_read(o->metrics_url, &p1);
+	fleet_storm_probes_wait(&r);
 
 	double secs = (double)(r.last_done > r.t0 ? r.last_done - r.t0 : 1) / 1e9;
-	double cpu_mean = usage.ok && usage.t_last > usage.t0
+	double cpu_mean = usage.ok && !usage.restarted && usage.t_last > usage.t0
 	    ? (usage.cpu_last - usage.cpu0) / (usage.t_last - usage.t0) * 100
 	    : -1;
 	double per_conn

@@ -246,14 +246,41 @@ void fleet_failed(struct fleet *r, struct attempt *a, enum reason why)
 	a->state = r->churn ? ST_WAITING : ST_FAILED;
 }
 
+static void *storm_probe_reader(void *arg)
+{
+	struct rstorm *st = arg;
+	bench_probe_read(st->probe_url, &st->probe);
+	return NULL;
+}
+
 static void end_storm(struct fleet *r, struct rstorm *st)
 {
 	st->over = true;
-	bench_probe_read(r->o->metrics_url, &st->probe);
+	if (r->o->metrics_url) {
+		st->probe_url = r->o->metrics_url;
+		sigset_t all, old; /* signals stay with the loop's thread */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		st->reading = pthread_create(&st->reader, NULL, storm_probe_reader, st) == 0;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (!st->reading) /* no thread: read it here, late rather than never */
+			bench_probe_read(st->probe_url, &st->probe);
+	}
 	char took[24], p99[24];
-	fprintf(stderr, "storm %u: reconnected %u of %u in %s (the last one back), p99 %s\n",
+	fprintf(stderr, "storm %u: reconnected %u of %u in %s (the last one back at %.3fs), p99 %s\n",
 	    r->nstorms, st->back, st->lost, bench_fmt_ns(st->last_back - st->first_loss, took, 24),
+	    (double)(st->last_back - r->t0) / 1e9,
 	    bench_fmt_ns(mqc_hist_percentile(&st->latency, 99), p99, 24));
+}
+
+void fleet_storm_probes_wait(struct fleet *r)
+{
+	for (unsigned i = 0; i < r->nstorms; i++) {
+		if (r->storms[i]->reading) {
+			pthread_join(r->storms[i]->reader, NULL);
+			r->storms[i]->reading = false;
+		}
+	}
 }
 
 /* The broker answered CONNACK 0: the connection is up. */
@@ -877,8 +904,10 @@ void fleet_sample(const struct bench_opts *o, struct broker_usage *u)
 			.rss_max = rss };
 		return;
 	}
-	if (cpu < u->cpu_last) /* restarted: a new process's counters */
+	if (cpu < u->cpu_last) { /* restarted: a new process's counters */
 		u->cpu_last = cpu;
+		u->restarted = true;
+	}
 	if (t - u->t_last >= 0.2) {
 		double pct = (cpu - u->cpu_last) / (t - u->t_last) * 100;
 		if (pct > u->peak_pct)
@@ -926,6 +955,9 @@ void fleet_free(struct fleet *r)
 	free(r->cert_files);
 	SSL_CTX_free(r->ctx);
 	mqc_heap_free(&r->timers);
+	if (r->sampler.running) /* an early return: nobody reads the usage now */
+		fleet_stop_sampling(r);
+	fleet_storm_probes_wait(r);
 	struct mqc_hist *h[] = { &r->tcp, &r->connack, &r->cycle, &r->tls_full, &r->tls_resumed };
 	for (size_t i = 0; i < sizeof h / sizeof h[0]; i++)
 		mqc_hist_free(h[i]);
@@ -992,9 +1024,6 @@ int fleet_setup(struct fleet *r)
 	}
 	for (unsigned i = 0; i < r->nslots; i++)
 		r->a[i].fd = -1;
-	/* One start for every process of a --processes run (CLOCK_MONOTONIC is the machine's). */
-	const char *t0 = getenv("MQBENCH_T0");
-	r->t0 = t0 && o->processes_worker ? strtoull(t0, NULL, 10) : mqc_now_ns() + 10 * MQC_NS_PER_MS;
 	return 0;
 }
 
@@ -1134,6 +1163,65 @@ void fleet_add_probe_json(cJSON *root, const struct probe_sample *p0, const stru
 	cJSON_AddNumberToObject(pr, "disconnects", p1->disconnects - p0->disconnects);
 }
 
+static void *sampler_main(void *arg)
+{
+	struct fleet_sampler *s = arg;
+	pthread_mutex_lock(&s->mu);
+	while (!s->stop) {
+		pthread_mutex_unlock(&s->mu);
+		fleet_sample(s->o, s->u);
+		pthread_mutex_lock(&s->mu);
+		uint64_t until = mqc_now_ns() + s->period_ns;
+		struct timespec ts
+		    = { .tv_sec = (time_t)(until / MQC_NS_PER_S), .tv_nsec = (long)(until % MQC_NS_PER_S) };
+		while (!s->stop && pthread_cond_timedwait(&s->cv, &s->mu, &ts) == 0)
+			;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+static void sampler_start(struct fleet_sampler *s)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* mqc_now_ns's clock */
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	s->stop = false;
+	sigset_t all, old; /* signals stay with the loop's thread: its epoll_wait sees EINTR */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	s->running = pthread_create(&s->thread, NULL, sampler_main, s) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!s->running) {
+		fprintf(stderr,
+		    "mqbench: warning: no thread to sample the broker: its peak CPU and "
+		    "memory are from the run's start and end only\n");
+		pthread_cond_destroy(&s->cv);
+		pthread_mutex_destroy(&s->mu);
+	}
+}
+
+void fleet_stop_sampling(struct fleet *r)
+{
+	struct fleet_sampler *s = &r->sampler;
+	if (s->running) {
+		pthread_mutex_lock(&s->mu);
+		s->stop = true;
+		pthread_cond_signal(&s->cv);
+		pthread_mutex_unlock(&s->mu);
+		pthread_join(s->thread, NULL);
+		pthread_cond_destroy(&s->cv);
+		pthread_mutex_destroy(&s->mu);
+		s->running = false;
+	}
+	if (s->u)
+		fleet_sample(r->o, s->u);
+	s->u = NULL;
+}
+
 int fleet_begin(struct fleet *r, struct probe_sample *p0, struct broker_usage *u)
 {
 	if (fleet_setup(r) != 0) {
@@ -1145,5 +1233,18 @@ int fleet_begin(struct fleet *r, struct probe_sample *p0, struct broker_usage *u
 	bench_probe_read(r->o->metrics_url, p0);
 	*u = (struct broker_usage) { 0 };
 	fleet_sample(r->o, u);
+	/* The schedule starts after the reads above (a slow probe must not make the first attempts
+	 * late), at one time for every process of a --processes run (CLOCK_MONOTONIC is the
+	 * machine's). */
+	const char *t0 = getenv("MQBENCH_T0");
+	r->t0
+	    = t0 && r->o->processes_worker ? strtoull(t0, NULL, 10) : mqc_now_ns() + 10 * MQC_NS_PER_MS;
 	return 0;
+}
+
+void fleet_start_sampling(struct fleet *r, struct broker_usage *u, uint64_t period)
+{
+	r->sampler = (struct fleet_sampler) { .o = r->o, .u = u, .period_ns = period };
+	if (r->o->broker_pid || r->o->metrics_url)
+		sampler_start(&r->sampler);
 }

@@ -9,6 +9,7 @@
 
 #include <netinet/in.h>
 #include <openssl/ssl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -74,13 +75,39 @@ struct rstorm {
 	uint64_t attempts, fails[R_COUNT];
 	struct mqc_hist latency; /* from each loss to its CONNACK */
 	bool over;
-	struct probe_sample probe; /* at its end */
+	/* The probe at its end, read on a thread of its own (a probe that hangs takes up to 3 s,
+	 * which the loop must not wait for: the next storm may begin). Read after
+	 * fleet_storm_probes_wait() only. */
+	struct probe_sample probe;
+	const char *probe_url;
+	pthread_t reader;
+	bool reading; /* reader runs or has not been joined */
 };
 
 /* What happened in one second of the run: connects, their CONNACK latency, failures by reason. */
 struct second {
 	uint32_t ok, failed, fails[R_COUNT];
 	uint64_t latency_sum, latency_max; /* CONNACK from the scheduled time, ns */
+};
+
+struct broker_usage {
+	bool ok;
+	bool restarted; /* the CPU counter went back: cpu0 belongs to another process */
+	double cpu0, rss0, cpu_last, t_last, peak_pct, rss_max;
+	double t0;
+};
+
+/* The broker's usage sampled on a thread of its own while the loop runs: a probe far away, or
+ * one that hangs (up to its 3 s timeout), must not stop the loop that times the connects. The
+ * thread owns *u from fleet_start_sampling until fleet_stop_sampling. */
+struct fleet_sampler {
+	const struct bench_opts *o;
+	struct broker_usage *u;
+	uint64_t period_ns;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool stop, running;
 };
 
 struct fleet {
@@ -118,12 +145,7 @@ struct fleet {
 	unsigned char *pkt; /* packets being sent: room for the longest id and credentials */
 	size_t pkt_cap;
 	char *churn_topic; /* --action publish/subscribe: PREFIX/TOKEN/churn */
-};
-
-struct broker_usage {
-	bool ok;
-	double cpu0, rss0, cpu_last, t_last, peak_pct, rss_max;
-	double t0;
+	struct fleet_sampler sampler;
 };
 
 extern volatile sig_atomic_t fleet_interrupted; /* SIGINT or SIGTERM during the run */
@@ -136,6 +158,8 @@ void fleet_close(struct attempt *a);
 uint64_t fleet_storm_failures(const struct rstorm *st);
 /** The reconnect storm in progress, or NULL. */
 struct rstorm *fleet_current_storm(struct fleet *r);
+/* Waits for every storm's probe reading (each at most the probe's timeout). */
+void fleet_storm_probes_wait(struct fleet *r);
 /** An attempt failed: a reconnect tries again later, anything else counts as a failure. */
 void fleet_failed(struct fleet *r, struct attempt *a, enum reason why);
 /** Write a whole small packet (TLS or not); what send or SSL_write returned. */
@@ -172,8 +196,13 @@ int fleet_finish_status(const struct fleet *r, const char *why, uint64_t schedul
 /** The probe's connects (with observe_auth) and disconnects between p0 and p1, as "probe". */
 void fleet_add_probe_json(
     cJSON *root, const struct probe_sample *p0, const struct probe_sample *p1);
-/** fleet_setup, signals, the probe's and the broker's state before the run. 0, or -1 (freed). */
+/** fleet_setup, signals, the probe's and the broker's state before the run; t0 is set after
+ * the reads. 0, or -1 (freed). */
 int fleet_begin(struct fleet *r, struct probe_sample *p0, struct broker_usage *u);
+/** Sample *u every period on the sampler's thread until fleet_stop_sampling. */
+void fleet_start_sampling(struct fleet *r, struct broker_usage *u, uint64_t period);
+/** Stop the sampling thread (waiting for a read in flight) and take one last sample. */
+void fleet_stop_sampling(struct fleet *r);
 
 /* churn.c: what a churn cycle does after CONNACK, and with the SUBACK of --action subscribe. */
 void fleet_churn_connected(struct fleet *r, struct attempt *a, uint64_t now);

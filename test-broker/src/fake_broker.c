@@ -16,6 +16,8 @@
  *   deny-subscribe  CONNACK, then every SUBSCRIBE refused: SUBACK 0x87 (v5) or 0x80 (3.1.1), as
  *               a broker whose ACL plugin denies the filter answers (mosquitto's acl_file grants
  *               it and filters at delivery instead)
+ *   silent      accepts and reads, and never answers anything: a broker, or an HTTP endpoint
+ *               such as a probe's /metrics, that hangs
  * Prints FAKE_BROKER_URL=mqtt://127.0.0.1:PORT and "ready" once it listens; counts CONNECTs by
  * protocol level and prints them when SIGTERM ends it ("fake-broker: connects v5 N v311 M").
  */
@@ -31,9 +33,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum mode { V311_ONLY, CLOSE_V5, CLOSE_ALL, REFUSE, MALFORMED, DENY_SUBSCRIBE };
+enum mode { V311_ONLY, CLOSE_V5, CLOSE_ALL, REFUSE, MALFORMED, DENY_SUBSCRIBE, SILENT };
 static const char *const names[]
-    = { "v311-only", "close-v5", "close-all", "refuse", "malformed", "deny-subscribe" };
+    = { "v311-only", "close-v5", "close-all", "refuse", "malformed", "deny-subscribe", "silent" };
 
 enum { MAX_CLIENTS = 64 };
 
@@ -91,6 +93,7 @@ static void answer(struct client *c, enum mode mode, int level)
 			len = v5 ? sizeof no5 : sizeof no311;
 			close_after = true;
 			break;
+		case SILENT: /* never reached: its connections are read and not answered */
 		case MALFORMED:
 		case DENY_SUBSCRIBE:
 			out = v5 ? ok5 : ok311;
@@ -150,14 +153,14 @@ int main(int argc, char **argv)
 		} else {
 			fprintf(stderr,
 			    "usage: tb-fake-broker --mode "
-			    "v311-only|close-v5|close-all|refuse|malformed|deny-subscribe [--port N]\n");
+			    "v311-only|close-v5|close-all|refuse|malformed|deny-subscribe|silent [--port N]\n");
 			return 2;
 		}
 	}
 	if (mode < 0) {
 		fprintf(stderr,
-		    "tb-fake-broker: --mode: expected v311-only, close-v5, close-all, refuse, malformed "
-		    "or deny-subscribe\n");
+		    "tb-fake-broker: --mode: expected v311-only, close-v5, close-all, refuse, malformed, "
+		    "deny-subscribe or silent\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -205,6 +208,10 @@ int main(int argc, char **argv)
 			ssize_t n = recv(c->fd, c->buf + c->len, sizeof c->buf - c->len, 0);
 			if (n <= 0 || (c->answered && (size_t)n == sizeof c->buf - c->len)) {
 				drop(c);
+				continue;
+			}
+			if (mode == SILENT) { /* read and forgotten */
+				c->len = 0;
 				continue;
 			}
 			if (c->answered) { /* what follows CONNECT is not kept: the buffer is reused */
