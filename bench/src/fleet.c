@@ -246,6 +246,18 @@ void fleet_failed(struct fleet *r, struct attempt *a, enum reason why)
 	a->state = r->churn ? ST_WAITING : ST_FAILED;
 }
 
+/* A thread that takes no signals: SIGINT and SIGTERM stay with the loop's thread, whose
+ * epoll_wait they interrupt. */
+static bool start_quiet_thread(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	bool ok = pthread_create(t, NULL, fn, arg) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ok;
+}
+
 static void *storm_probe_reader(void *arg)
 {
 	struct rstorm *st = arg;
@@ -258,11 +270,7 @@ static void end_storm(struct fleet *r, struct rstorm *st)
 	st->over = true;
 	if (r->o->metrics_url) {
 		st->probe_url = r->o->metrics_url;
-		sigset_t all, old; /* signals stay with the loop's thread */
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		st->reading = pthread_create(&st->reader, NULL, storm_probe_reader, st) == 0;
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		st->reading = start_quiet_thread(&st->reader, storm_probe_reader, st);
 		if (!st->reading) /* no thread: read it here, late rather than never */
 			bench_probe_read(st->probe_url, &st->probe);
 	}
@@ -1190,11 +1198,7 @@ static void sampler_start(struct fleet_sampler *s)
 	pthread_cond_init(&s->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	s->stop = false;
-	sigset_t all, old; /* signals stay with the loop's thread: its epoll_wait sees EINTR */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	s->running = pthread_create(&s->thread, NULL, sampler_main, s) == 0;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	s->running = start_quiet_thread(&s->thread, sampler_main, s);
 	if (!s->running) {
 		fprintf(stderr,
 		    "mqbench: warning: no thread to sample the broker: its peak CPU and "
