@@ -927,6 +927,74 @@ void fleet_sample(const struct bench_opts *o, struct broker_usage *u)
 		u->rss_max = rss;
 }
 
+static void *sampler_main(void *arg)
+{
+	struct fleet_sampler *s = arg;
+	pthread_mutex_lock(&s->mu);
+	while (!s->stop) {
+		pthread_mutex_unlock(&s->mu);
+		fleet_sample(s->o, s->u);
+		pthread_mutex_lock(&s->mu);
+		uint64_t until = mqc_now_ns() + s->period_ns;
+		struct timespec ts
+		    = { .tv_sec = (time_t)(until / MQC_NS_PER_S), .tv_nsec = (long)(until % MQC_NS_PER_S) };
+		while (!s->stop && pthread_cond_timedwait(&s->cv, &s->mu, &ts) == 0)
+			;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+static void sampler_start(struct fleet_sampler *s)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* mqc_now_ns's clock */
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	s->stop = false;
+	s->running = start_quiet_thread(&s->thread, sampler_main, s);
+	if (!s->running) {
+		fprintf(stderr,
+		    "mqbench: warning: no thread to sample the broker: its peak CPU and "
+		    "memory are from the run's start and end only\n");
+		pthread_cond_destroy(&s->cv);
+		pthread_mutex_destroy(&s->mu);
+	}
+}
+
+/* Stop and join the sampler's thread; a read in flight ends first (at most the probe's
+ * timeout). */
+static void sampler_stop(struct fleet_sampler *s)
+{
+	if (!s->running)
+		return;
+	pthread_mutex_lock(&s->mu);
+	s->stop = true;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	pthread_join(s->thread, NULL);
+	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->mu);
+	s->running = false;
+}
+
+void fleet_start_sampling(struct fleet *r, struct broker_usage *u, uint64_t period)
+{
+	r->sampler = (struct fleet_sampler) { .o = r->o, .u = u, .period_ns = period };
+	if (r->o->broker_pid || r->o->metrics_url)
+		sampler_start(&r->sampler);
+}
+
+void fleet_stop_sampling(struct fleet *r)
+{
+	sampler_stop(&r->sampler);
+	if (r->sampler.u)
+		fleet_sample(r->o, r->sampler.u);
+	r->sampler.u = NULL;
+}
+
 /* This process's open descriptors and VmRSS (churn's no-growth check). */
 void fleet_self_usage(unsigned *fds, double *rss)
 {
@@ -963,8 +1031,7 @@ void fleet_free(struct fleet *r)
 	free(r->cert_files);
 	SSL_CTX_free(r->ctx);
 	mqc_heap_free(&r->timers);
-	if (r->sampler.running) /* an early return: nobody reads the usage now */
-		fleet_stop_sampling(r);
+	sampler_stop(&r->sampler); /* running only after an early return: nobody reads the usage */
 	fleet_storm_probes_wait(r);
 	struct mqc_hist *h[] = { &r->tcp, &r->connack, &r->cycle, &r->tls_full, &r->tls_resumed };
 	for (size_t i = 0; i < sizeof h / sizeof h[0]; i++)
@@ -1171,61 +1238,6 @@ void fleet_add_probe_json(cJSON *root, const struct probe_sample *p0, const stru
 	cJSON_AddNumberToObject(pr, "disconnects", p1->disconnects - p0->disconnects);
 }
 
-static void *sampler_main(void *arg)
-{
-	struct fleet_sampler *s = arg;
-	pthread_mutex_lock(&s->mu);
-	while (!s->stop) {
-		pthread_mutex_unlock(&s->mu);
-		fleet_sample(s->o, s->u);
-		pthread_mutex_lock(&s->mu);
-		uint64_t until = mqc_now_ns() + s->period_ns;
-		struct timespec ts
-		    = { .tv_sec = (time_t)(until / MQC_NS_PER_S), .tv_nsec = (long)(until % MQC_NS_PER_S) };
-		while (!s->stop && pthread_cond_timedwait(&s->cv, &s->mu, &ts) == 0)
-			;
-	}
-	pthread_mutex_unlock(&s->mu);
-	return NULL;
-}
-
-static void sampler_start(struct fleet_sampler *s)
-{
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* mqc_now_ns's clock */
-	pthread_mutex_init(&s->mu, NULL);
-	pthread_cond_init(&s->cv, &ca);
-	pthread_condattr_destroy(&ca);
-	s->stop = false;
-	s->running = start_quiet_thread(&s->thread, sampler_main, s);
-	if (!s->running) {
-		fprintf(stderr,
-		    "mqbench: warning: no thread to sample the broker: its peak CPU and "
-		    "memory are from the run's start and end only\n");
-		pthread_cond_destroy(&s->cv);
-		pthread_mutex_destroy(&s->mu);
-	}
-}
-
-void fleet_stop_sampling(struct fleet *r)
-{
-	struct fleet_sampler *s = &r->sampler;
-	if (s->running) {
-		pthread_mutex_lock(&s->mu);
-		s->stop = true;
-		pthread_cond_signal(&s->cv);
-		pthread_mutex_unlock(&s->mu);
-		pthread_join(s->thread, NULL);
-		pthread_cond_destroy(&s->cv);
-		pthread_mutex_destroy(&s->mu);
-		s->running = false;
-	}
-	if (s->u)
-		fleet_sample(r->o, s->u);
-	s->u = NULL;
-}
-
 int fleet_begin(struct fleet *r, struct probe_sample *p0, struct broker_usage *u)
 {
 	if (fleet_setup(r) != 0) {
@@ -1244,11 +1256,4 @@ int fleet_begin(struct fleet *r, struct probe_sample *p0, struct broker_usage *u
 	r->t0
 	    = t0 && r->o->processes_worker ? strtoull(t0, NULL, 10) : mqc_now_ns() + 10 * MQC_NS_PER_MS;
 	return 0;
-}
-
-void fleet_start_sampling(struct fleet *r, struct broker_usage *u, uint64_t period)
-{
-	r->sampler = (struct fleet_sampler) { .o = r->o, .u = u, .period_ns = period };
-	if (r->o->broker_pid || r->o->metrics_url)
-		sampler_start(&r->sampler);
 }
