@@ -5,10 +5,10 @@
 # (no double count): clients that stay, a persistent session that leaves, a refused login.
 # Usage: events21_test.sh TB_RUN MOSQUITTO_2.1   (exits 77, skipped, without the 2.1 binary)
 set -u
+. "$(dirname "$0")/../../scripts/lib.sh" # skip_test
 RUN=$1
 if [ -z "${2:-}" ] || [ ! -x "$2" ]; then
-  echo "skipped: no mosquitto 2.1 binary (build it with scripts/mosquitto-2.1; needs ../shared/vendor/mosquitto-2.1.2.tar.gz)"
-  exit 77
+  skip_test "no mosquitto 2.1 binary at '${2:-}' (build it with scripts/mosquitto-2.1; needs ../shared/vendor/mosquitto-2.1.2.tar.gz)"
 fi
 export TB_MOSQUITTO=$2
 tmp=$(mktemp -d /tmp/probe-events21-XXXXXX)

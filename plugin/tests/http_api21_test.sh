@@ -12,11 +12,11 @@
 #      the process.
 # Usage: http_api21_test.sh MOSQUITTO_2.1 PROBE_SO FREE_PORT   (exits 77 without the 2.1 build)
 set -u
+. "$(dirname "$0")/../../scripts/lib.sh" # skip_test
 MOSQ=${1:-} PROBE=$2 FREE_PORT=$3
 official=$(dirname "$MOSQ")/../src-tree/docker/2.1-alpine/mosquitto.conf
 if [ -z "$MOSQ" ] || [ ! -x "$MOSQ" ] || [ ! -f "$official" ]; then
-  echo "skipped: no mosquitto 2.1 build with its source (scripts/mosquitto-2.1; needs ../shared/vendor/mosquitto-2.1.2.tar.gz)"
-  exit 77
+  skip_test "no mosquitto 2.1 build with its source at '$MOSQ' (scripts/mosquitto-2.1; needs ../shared/vendor/mosquitto-2.1.2.tar.gz)"
 fi
 . "$(dirname "$0")/broker21.sh" http-api21
 start_broker() { # the configuration in $tmp/mosquitto.conf; waits up to 10 s for URL $1 to answer

@@ -5,9 +5,9 @@
 # events the probe should find (2.1 or 2.0). Exits 77 (skipped) when the binary is missing:
 # scripts/mosquitto-2.1 builds 2.1.2 only where its source is (../shared/vendor).
 set -u
+. "$(dirname "$0")/../../scripts/lib.sh" # skip_test
 if [ -z "${1:-}" ] || [ ! -x "$1" ]; then
-  echo "skipped: no mosquitto binary at '${1:-}' (scripts/mosquitto-2.1 builds 2.1.2 from ../shared/vendor/mosquitto-2.1.2.tar.gz)"
-  exit 77
+  skip_test "no mosquitto binary at '${1:-}' (scripts/mosquitto-2.1 builds 2.1.2 from ../shared/vendor/mosquitto-2.1.2.tar.gz)"
 fi
 export TB_MOSQUITTO=$1
 version=$("$1" -h 2>&1 | sed -n 's/^mosquitto version \([0-9]*\.[0-9]*\).*/\1/p' | head -n 1)

@@ -6,11 +6,11 @@
 # deliveries and disconnect reasons stay exact, in both probe modes.
 # Usage: plugins21_test.sh MOSQUITTO_2.1 PROBE_SO FREE_PORT   (exits 77 without the 2.1 build)
 set -u
+. "$(dirname "$0")/../../scripts/lib.sh" # skip_test
 MOSQ=${1:-} PROBE=$2 FREE_PORT=$3
 plugins=$(dirname "$MOSQ")/../plugins
 if [ -z "$MOSQ" ] || [ ! -x "$MOSQ" ] || [ ! -f "$plugins/password-file/mosquitto_password_file.so" ]; then
-  echo "skipped: no mosquitto 2.1 build with its plugins (scripts/mosquitto-2.1; needs ../shared/vendor/mosquitto-2.1.2.tar.gz)"
-  exit 77
+  skip_test "no mosquitto 2.1 build with its plugins at '$MOSQ' (scripts/mosquitto-2.1; needs ../shared/vendor/mosquitto-2.1.2.tar.gz)"
 fi
 . "$(dirname "$0")/broker21.sh" plugins21
 

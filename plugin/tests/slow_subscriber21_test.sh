@@ -7,10 +7,10 @@
 # with its longest wait, and name none of the healthy ones; $SYS says the same.
 # Usage: slow_subscriber21_test.sh MOSQUITTO_2.1 PROBE_SO FREE_PORT   (exits 77 without 2.1)
 set -u
+. "$(dirname "$0")/../../scripts/lib.sh" # skip_test
 MOSQ=${1:-} PROBE=$2 FREE_PORT=$3
 if [ -z "$MOSQ" ] || [ ! -x "$MOSQ" ]; then
-  echo "skipped: no mosquitto 2.1 build (scripts/mosquitto-2.1; needs ../shared/vendor/mosquitto-2.1.2.tar.gz)"
-  exit 77
+  skip_test "no mosquitto 2.1 build at '$MOSQ' (scripts/mosquitto-2.1; needs ../shared/vendor/mosquitto-2.1.2.tar.gz)"
 fi
 . "$(dirname "$0")/broker21.sh" slow21
 fail() { echo "FAIL: $*" >&2; exit 1; } # the first failure ends this test

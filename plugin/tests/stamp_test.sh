@@ -7,10 +7,11 @@
 # broker->subscriber. Usage: stamp_test.sh TB_RUN MQBENCH [MOSQUITTO]  (77, skipped, when
 # MOSQUITTO is given but missing; without it the default broker, 2.0)
 set -u
+. "$(dirname "$0")/../../scripts/lib.sh" # skip_test
 RUN=$1 MQBENCH=$2
 shift
 if [ -n "${2:-}" ]; then
-  [ -x "$2" ] || { echo "skipped: no mosquitto binary at $2 (scripts/mosquitto-2.1)"; exit 77; }
+  [ -x "$2" ] || skip_test "no mosquitto binary at '$2' (scripts/mosquitto-2.1)"
   export TB_MOSQUITTO=$2
 fi
 tmp=$(mktemp -d /tmp/probe-stamp-XXXXXX)

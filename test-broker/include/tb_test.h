@@ -64,6 +64,18 @@ struct tb_responder_summary tb_test_responder_stop(struct tb_responder *r);
 /** Kill it without looking at how it ended (a responder whose broker went away exits 1). */
 void tb_test_responder_kill(struct tb_responder *r);
 
+/**
+ * This test cannot run here (why: what is missing). It is skipped (cmocka's skip(), and the
+ * executable exits 77 at the end, which ctest reports as skipped) - or, with MQTTPOOL_NO_SKIP=1 in
+ * the environment (CI), it fails. Does not return.
+ */
+#define tb_test_skip(why)       \
+	do {                        \
+		tb__test_skipping(why); \
+		skip();                 \
+	} while (0)
+void tb__test_skipping(const char *why);
+
 /** A TCP port on 127.0.0.1 that nothing listens on right now (bound to port 0, then closed). */
 int tb_test_free_port(void);
 
