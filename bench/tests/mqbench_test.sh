@@ -205,14 +205,23 @@ else
 fi
 expect_exit 1 "has no latency histogram called nothing" -- "$MQB" hgrm "$tmp/pod-a.json" nothing
 
+# after_first_second FILE: wait (at most 10 s) until a run's first progress line, 1 s into its
+# schedule. A stall starts there, not at a time guessed from the process's start: a start slowed by
+# a sanitizer or a busy machine then cannot move it out of the schedule (each run's schedule lasts
+# long enough past its first second for the stall to end inside it, or past it as the test needs).
+after_first_second() {
+  for _ in $(seq 100); do grep -q 'sent' "$1" 2>/dev/null && return; sleep 0.1; done
+  fail "no progress line in $1 within 10 s"
+}
+# stall SECONDS: the broker stopped for SECONDS, then continued.
+stall() { kill -STOP "$BROKER_PID"; sleep "$1"; kill -CONT "$BROKER_PID"; }
+
 # --- coordinated omission: a 500 ms broker stall must show up in the tail --------------------
 "$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --rate 1000 --duration 3s --qos 1 --json \
   >"$tmp/co.json" 2>"$tmp/co.err" &
 bench=$!
-sleep 1.2
-kill -STOP "$BROKER_PID"
-sleep 0.5
-kill -CONT "$BROKER_PID"
+after_first_second "$tmp/co.err"
+stall 0.5 # 1.0-1.6 s of a 3 s schedule
 wait $bench || fail "CO run exited $?: $(cat "$tmp/co.err")"
 max=$(hist "$tmp/co.json" intended max); p99=$(hist "$tmp/co.json" intended p99)
 p50=$(hist "$tmp/co.json" intended p50)
@@ -227,10 +236,8 @@ fi
 "$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --rate 1000 --duration 3s --qos 1 \
   --max-backlog 300 --json >"$tmp/sat.json" 2>"$tmp/sat.err" &
 bench=$!
-sleep 1.2
-kill -STOP "$BROKER_PID"
-sleep 0.8
-kill -CONT "$BROKER_PID"
+after_first_second "$tmp/sat.err"
+stall 0.8 # 1.0-1.9 s of a 3 s schedule: 800 unacknowledged against a backlog of 300
 wait $bench
 rc=$?
 shortfall=$(json "$tmp/sat.json" shortfall)
@@ -241,8 +248,6 @@ else
   fail "overload guard: rc $rc shortfall $shortfall $(cat "$tmp/sat.err" | tail -2)"
 fi
 
-# after_first_second FILE: wait (at most 10 s) until a run's first progress line, 1 s into its schedule
-after_first_second() { for _ in $(seq 100); do grep -q 'sent' "$1" 2>/dev/null && return; sleep 0.1; done; }
 
 # --- the end of a run: a stall at the end of a QoS 0 run is latency, not loss ------------------
 # QoS 0 has no acknowledgement to wait for: the drain must wait for the deliveries themselves.
@@ -250,10 +255,7 @@ after_first_second() { for _ in $(seq 100); do grep -q 'sent' "$1" 2>/dev/null &
   --subscribers 2 --metrics-url "$METRICS_URL" --json >"$tmp/end.json" 2>"$tmp/end.err" &
 bench=$!
 after_first_second "$tmp/end.err"
-sleep 0.7
-kill -STOP "$BROKER_PID"
-sleep 1.5
-kill -CONT "$BROKER_PID"
+stall 1.5 # from 1.0-1.1 s of a 2 s schedule to past its end: the last second waits 1.5 s
 wait $bench
 rc=$?
 max=$(hist "$tmp/end.json" intended max)
@@ -277,7 +279,7 @@ for _ in $(seq 50); do
   [ -n "$victim" ] && break
   sleep 0.1
 done
-sleep 1
+after_first_second "$tmp/lost.err" # taken over 1 s into a 3 s schedule
 hostport=${MQTT_URL#mqtt://}
 timeout 5 mosquitto_sub -h "${hostport%:*}" -p "${hostport##*:}" -u "$MQTT_USERNAME" -P "$MQTT_PASSWORD" \
   -i "$victim" -t mqbtakeover-nothing -C 1 -W 1 >/dev/null 2>&1
@@ -297,10 +299,7 @@ fi
   --drain 300ms --max-loss 1 --json >"$tmp/short.json" 2>"$tmp/short.err" &
 bench=$!
 after_first_second "$tmp/short.err"
-sleep 0.8
-kill -STOP "$BROKER_PID"
-sleep 1.5
-kill -CONT "$BROKER_PID"
+stall 2 # from 1.0-1.1 s of a 2 s schedule past the 300 ms drain's end (2.3 s)
 wait $bench
 rc=$?
 late=$(json "$tmp/short.json" not_received)
@@ -393,13 +392,15 @@ fi
 # reaches 12 ms, and a 1 s max is then only 80x it.
 for load in closed open; do
   rate=(); [ $load = open ] && rate=(--rate 1000)
+  before=$(grep -c "New client connected" "$BROKER_LOG")
   "$MQB" request --broker "$MQTT_URL" "${auth[@]}" --mode pool --concurrency 4 --duration 4s \
     "${rate[@]}" --json >"$tmp/stall-$load.json" 2>"$tmp/stall-$load.err" &
   bench=$!
-  sleep 1.2
-  kill -STOP "$BROKER_PID"
-  sleep 2
-  kill -CONT "$BROKER_PID"
+  # The pool's first connection is in (it serves before the others are): its schedule has
+  # begun; 0.5 s later the 2 s stall ends 1.5 s before the 4 s schedule does.
+  for _ in $(seq 100); do [ "$(grep -c "New client connected" "$BROKER_LOG")" -gt "$before" ] && break; sleep 0.1; done
+  sleep 0.5
+  stall 2
   wait $bench || fail "$load-loop stall run: $(cat "$tmp/stall-$load.err")"
 done
 p99_closed=$(hist "$tmp/stall-closed.json" latency p99)

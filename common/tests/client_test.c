@@ -198,7 +198,9 @@ static void the_naive_request_on_a_loop(void **state)
 	assert_int_equal(run_started(rq, in_ms(50), &reply, err, sizeof err), MQC_REQ_TIMEDOUT);
 	t0 = mqc_now_ns();
 	mqc_requester_abort(rq);
-	assert_true(mqc_now_ns() - t0 < 50 * MQC_NS_PER_MS);
+	/* It waits for nothing from the broker; the bound only has to tell that from a request's
+	 * timeout (seconds), with room for a sanitizer on a busy machine. */
+	assert_true(mqc_now_ns() - t0 < 500 * MQC_NS_PER_MS);
 }
 
 static void tls_is_verified(void **state)

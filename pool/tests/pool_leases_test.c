@@ -155,13 +155,20 @@ static void acquire_waits_in_fifo_order_and_times_out(void **state)
 	uint64_t t0 = mqc_now_ns();
 	assert_int_equal(mqp_pool_acquire(p, 200, &other), MQP_ETIMEDOUT);
 	assert_true(mqc_now_ns() - t0 >= 200 * MQC_NS_PER_MS);
-	/* Three waiters, started in order: served in that order once the lease comes back. */
+	/* Three waiters, each queued before the next starts (the queued gauge says so): served in
+	 * that order once the lease comes back. */
 	struct acquirer w[3];
 	pthread_t t[3];
+	struct mqp_pool_stats st;
+	/* The gauges are published at the end of the I/O turn that woke the timed-out caller: wait
+	 * until it no longer counts, or the first waiter could be taken for queued before it is. */
+	WAIT_FOR_STATS(p, st, st.queued == 0, 3000);
+	assert_int_equal(st.queued, 0);
 	for (int i = 0; i < 3; i++) {
 		w[i] = (struct acquirer) { .pool = p };
 		pthread_create(&t[i], NULL, acquire_one, &w[i]);
-		nanosleep(&(struct timespec) { .tv_nsec = 50000000 }, NULL);
+		WAIT_FOR_STATS(p, st, st.queued == (unsigned)i + 1, 3000);
+		assert_int_equal(st.queued, i + 1);
 	}
 	assert_int_equal(mqp_lease_release(&held), MQP_OK);
 	for (int i = 0; i < 3; i++)
@@ -169,7 +176,6 @@ static void acquire_waits_in_fifo_order_and_times_out(void **state)
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(w[i].rc, MQP_OK);
 	assert_true(w[0].got_at <= w[1].got_at && w[1].got_at <= w[2].got_at);
-	struct mqp_pool_stats st;
 	mqp_pool_stats(p, &st, sizeof st);
 	assert_int_equal(st.acquire_timeouts, 1);
 	assert_int_equal(st.size, 1);

@@ -95,23 +95,35 @@ static void legacy_fixed_reply_topic_is_safe(void **state)
 }
 
 /* Caller A times out on a fixed reply topic; the device answers A late, while caller B waits
- * on the same topic. B must get its own reply, never A's (it did in 3 of 3 trials before). */
+ * on the same topic. B must get its own reply, never A's (it did in 3 of 3 trials before).
+ * Without a match callback nothing tells A's reply from B's: the pool holds B back for A's
+ * timeout (800 ms) after A gave up, and A's reply (1200 ms after A's command) lands in the middle
+ * of that, 400 ms from either end, so a slow machine cannot move it out. That it did land there
+ * is checked (one late reply a trial), so the test cannot pass without the case happening. */
 static void legacy_a_late_reply_never_reaches_the_next_caller(void **state)
 {
 	(void)state;
 	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "slowleg/+/cmd",
-	    "--protocol", "3.1.1", "--qos", "1", "--delay", "600ms", NULL);
+	    "--protocol", "3.1.1", "--qos", "1", "--delay", "1200ms", NULL);
 	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
 	struct mqp_reply reply;
+	struct mqp_pool_stats st;
 	for (int trial = 0; trial < 3; trial++) {
+		mqp_pool_stats(p, &st, sizeof st);
+		uint64_t late = st.late_replies;
 		assert_int_equal(mqp_pool_request_legacy(p, "slowleg/d1/cmd", "from-A", 6, 1,
-		                     "slowleg/d1/cmd/reply", NULL, NULL, 400, &reply),
+		                     "slowleg/d1/cmd/reply", NULL, NULL, 800, &reply),
 		    MQP_ETIMEDOUT);
 		assert_int_equal(mqp_pool_request_legacy(p, "slowleg/d1/cmd", "from-B", 6, 1,
-		                     "slowleg/d1/cmd/reply", NULL, NULL, 3000, &reply),
+		                     "slowleg/d1/cmd/reply", NULL, NULL, 5000, &reply),
 		    MQP_OK);
 		assert_string_equal(reply.payload, "from-B");
 		mqp_reply_free(&reply);
+		/* The device answers in order: A's reply came before B's. */
+		mqp_pool_stats(p, &st, sizeof st);
+		if (st.late_replies != late + 1)
+			fail_msg("trial %d: %llu late replies, want 1 (A's, while B was held back)", trial,
+			    (unsigned long long)(st.late_replies - late));
 	}
 	mqp_pool_destroy(p);
 	tb_test_responder_stop(&r);

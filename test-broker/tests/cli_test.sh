@@ -70,19 +70,15 @@ leftovers=$(find "$tmp" -maxdepth 1 -name 'mqp-broker-*' ! -path "$BROKER_DIR" |
 [ "$leftovers" -eq 0 ] && pass "failed starts leave nothing behind" || fail "$leftovers directories left behind"
 
 
-mosquitto_sub "${auth[@]}" -p "$port" -t cli/t -C 1 -W 5 >"$tmp/sub" &
-sub=$!
-sleep 0.3
-mosquitto_pub "${auth[@]}" -p "$port" -t cli/t -m plain-hello
-wait $sub
+# Retained, so the subscriber gets it whenever its SUBSCRIBE lands (no race with the publish).
+mosquitto_pub "${auth[@]}" -p "$port" -q 1 -r -t cli/t -m plain-hello
+mosquitto_sub "${auth[@]}" -p "$port" -t cli/t -C 1 -W 5 >"$tmp/sub"
 [ "$(cat "$tmp/sub")" = plain-hello ] && pass "mosquitto_pub/sub on MQTT_URL" || fail "plain pub/sub"
 
-mosquitto_sub "${auth[@]}" -p "$tls_port" --cafile "$CA_FILE" -t cli/t -C 1 -W 5 >"$tmp/sub" &
-sub=$!
-sleep 0.3
-mosquitto_pub "${auth[@]}" -p "$tls_port" --cafile "$CA_FILE" -t cli/t -m tls-hello
-wait $sub
+mosquitto_pub "${auth[@]}" -p "$tls_port" --cafile "$CA_FILE" -q 1 -r -t cli/t -m tls-hello
+mosquitto_sub "${auth[@]}" -p "$tls_port" --cafile "$CA_FILE" -t cli/t -C 1 -W 5 >"$tmp/sub"
 [ "$(cat "$tmp/sub")" = tls-hello ] && pass "mosquitto_pub/sub on MQTTS_URL with CA_FILE" || fail "TLS pub/sub"
+mosquitto_pub "${auth[@]}" -p "$port" -q 1 -r -n -t cli/t # the retained message goes
 
 "$RESPONDER" --broker "$MQTT_URL" --username "$MQTT_USERNAME" --password "$MQTT_PASSWORD" \
   >"$tmp/responder" 2>&1 &
