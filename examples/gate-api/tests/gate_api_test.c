@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -438,6 +439,165 @@ static void beyond_max_pending_is_503_and_shutdown_finishes_what_is_in_flight(vo
 	tb_test_responder_stop(&dev);
 }
 
+static long long metric(int port, const char *name);
+
+struct route_post {
+	int port;
+	const char *path;
+	struct http_result r;
+	uint64_t done_at;
+};
+
+static void *post_route(void *arg)
+{
+	struct route_post *s = arg;
+	s->r = http(s->port, "POST", s->path, "");
+	s->done_at = mqc_now_ns();
+	return NULL;
+}
+
+/* Whether the gateway's log (stdout and stderr) says needle, waiting up to timeout_ms. */
+static bool gate_said(const struct gate *g, const char *needle, int timeout_ms)
+{
+	uint64_t until = mqc_now_ns() + (uint64_t)timeout_ms * MQC_NS_PER_MS;
+	do {
+		FILE *f = fopen(g->proc.log, "r");
+		char line[1024];
+		bool found = false;
+		while (f && !found && fgets(line, sizeof line, f))
+			found = strstr(line, needle) != NULL;
+		if (f)
+			fclose(f);
+		if (found)
+			return true;
+		nanosleep(&(struct timespec) { .tv_nsec = 5000000 }, NULL);
+	} while (mqc_now_ns() < until);
+	return false;
+}
+
+/* Signal the gateway and wait (timeout_ms at most) for it to exit; its wait status. */
+static int gate_signal_and_wait(struct gate *g, int sig, int timeout_ms)
+{
+	kill(g->proc.pid, sig);
+	uint64_t until = mqc_now_ns() + (uint64_t)timeout_ms * MQC_NS_PER_MS;
+	int status = 0;
+	pid_t got;
+	while ((got = waitpid(g->proc.pid, &status, WNOHANG)) == 0 && mqc_now_ns() < until)
+		nanosleep(&(struct timespec) { .tv_nsec = 5000000 }, NULL);
+	if (got != g->proc.pid) {
+		kill(g->proc.pid, SIGKILL);
+		waitpid(g->proc.pid, NULL, 0);
+		fail_msg("gate-api did not exit within %d ms of signal %d", timeout_ms, sig);
+	}
+	return status;
+}
+
+/* Whether a new TCP connection to port is refused (nobody listens). */
+static bool connect_refused(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	bool refused = connect(fd, (struct sockaddr *)&a, sizeof a) != 0 && errno == ECONNREFUSED;
+	close(fd);
+	return refused;
+}
+
+/* SIGINT, like SIGTERM: the listener closes at once (a new connection is refused); a request whose
+ * body was still on its way gets 503 shutting_down; the command in flight finishes and gets its
+ * 200 with Connection: close, so what was pipelined behind it is not served; the drain ends when
+ * nothing is left, well before --drain; exit 0. */
+static void sigint_drains_open_connections_with_503_and_refuses_new_ones(void **state)
+{
+	(void)state;
+	struct tb_responder dev = tb_test_responder(
+	    RESPONDER_PATH, "--filter", "devices/+/commands/slow", "--delay", "800ms", NULL);
+	struct gate g = gate_start(NULL, "--drain", "5s", "--workers", "1", NULL);
+	/* k: a command in flight with a second pipelined behind it; h: a request whose body has not
+	 * come yet. */
+	int k = raw_connect(g.port), h = raw_connect(g.port);
+	raw_send(k,
+	    "POST /devices/k/commands/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+	    "POST /devices/k2/commands/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+	raw_send(h, "POST /devices/h/commands/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n\r\n");
+	/* i: an idle kept-alive connection, answered once. */
+	int i = raw_connect(g.port);
+	char buf[8192];
+	raw_send(i, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+	raw_read(i, buf, sizeof buf, "}");
+	assert_int_equal(strncmp(buf, "HTTP/1.1 200", 12), 0);
+	uint64_t until = mqc_now_ns() + 5 * MQC_NS_PER_S;
+	while (metric(g.port, "gate_api_pending") != 1 && mqc_now_ns() < until)
+		nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
+	assert_int_equal(metric(g.port, "gate_api_pending"), 1);
+	uint64_t t0 = mqc_now_ns();
+	kill(g.proc.pid, SIGINT);
+	if (!gate_said(&g, "draining", 5000))
+		fail_msg("no 'draining' line after SIGINT");
+	/* The line is printed as the stop begins: the listener closes on the worker's loop. */
+	bool refused = false;
+	for (int k2 = 0; k2 < 200 && !(refused = connect_refused(g.port)); k2++)
+		nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
+	if (!refused)
+		fail_msg("new connections were still accepted 2 s into the drain");
+	/* The idle one is closed at once: it reads the end of the stream, nothing else. */
+	assert_int_equal(raw_read(i, buf, sizeof buf, NULL), 0);
+	close(i);
+	raw_send(h, "{\"n\":1}");
+	raw_read(h, buf, sizeof buf, "}");
+	close(h);
+	if (!strstr(buf, "HTTP/1.1 503") || !strstr(buf, "shutting_down"))
+		fail_msg("a request completed while draining: %s", buf);
+	raw_read(k, buf, sizeof buf, NULL);
+	close(k);
+	/* Answered while draining, it closes its connection: the request pipelined behind it is
+	 * neither served nor sent to the device (the client sees the close, nothing else). */
+	if (strncmp(buf, "HTTP/1.1 200", 12) != 0 || !strstr(buf, "\"device\":\"k\"")
+	    || !strstr(buf, "Connection: close") || strstr(buf, "k2"))
+		fail_msg("the command in flight and the one pipelined behind it: %s", buf);
+	int status = gate_signal_and_wait(&g, 0, 5000);
+	uint64_t took = mqc_now_ns() - t0;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("gate-api exited with status 0x%x after SIGINT", status);
+	if (!gate_said(&g, "stopped;", 0) || gate_said(&g, "timed out", 0))
+		fail_msg("the drain should end on its own, not at --drain");
+	assert_true(took < 3 * MQC_NS_PER_S); /* the 800 ms command, not the 5 s --drain */
+	unlink(g.proc.log);
+	/* One command reached the device: k's. Neither h's nor k2's was published. */
+	assert_int_equal(tb_test_responder_stop(&dev).requests, 1);
+}
+
+/* --drain is a deadline: a command that would take longer is cut, the process exits 0 soon after
+ * the deadline, and says the drain timed out. */
+static void the_drain_deadline_is_kept(void **state)
+{
+	(void)state;
+	struct tb_responder dev = tb_test_responder(
+	    RESPONDER_PATH, "--filter", "devices/+/commands/slow", "--delay", "5s", NULL);
+	struct gate g = gate_start(NULL, "--drain", "500ms", "--timeout", "10s", NULL);
+	struct route_post slow = { .port = g.port, .path = "/devices/d/commands/slow" };
+	pthread_t t;
+	pthread_create(&t, NULL, post_route, &slow);
+	uint64_t until = mqc_now_ns() + 5 * MQC_NS_PER_S;
+	while (metric(g.port, "gate_api_pending") != 1 && mqc_now_ns() < until)
+		nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
+	assert_int_equal(metric(g.port, "gate_api_pending"), 1);
+	uint64_t t0 = mqc_now_ns();
+	int status = gate_signal_and_wait(&g, SIGTERM, 5000);
+	uint64_t took = mqc_now_ns() - t0;
+	pthread_join(t, NULL);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("gate-api exited with status 0x%x", status);
+	if (!gate_said(&g, "(the drain timed out)", 0))
+		fail_msg("the gateway does not say its drain timed out");
+	if (took < 450 * MQC_NS_PER_MS || took > 3 * MQC_NS_PER_S)
+		fail_msg(
+		    "exited %.2f s after SIGTERM with --drain 500ms and a 5 s command", (double)took / 1e9);
+	assert_true(slow.r.status != 200); /* cut, not answered */
+	unlink(g.proc.log);
+	tb_test_responder_kill(&dev);
+}
+
 /* The value of the sample named exactly name (labels included) in /metrics, or -1. */
 static long long metric(int port, const char *name)
 {
@@ -515,21 +675,6 @@ static void an_unreachable_broker_is_502_with_the_reason(void **state)
 	if (!strstr(json_str(h.body, "reason", buf, sizeof buf), "Connection refused"))
 		fail_msg("/healthz does not say why: %s", h.body); /* the pool's own words */
 	gate_stop(&g, 5000);
-}
-
-struct route_post {
-	int port;
-	const char *path;
-	struct http_result r;
-	uint64_t done_at;
-};
-
-static void *post_route(void *arg)
-{
-	struct route_post *s = arg;
-	s->r = http(s->port, "POST", s->path, "");
-	s->done_at = mqc_now_ns();
-	return NULL;
 }
 
 static void the_broker_going_down_is_502_then_the_gateway_recovers(void **state)
@@ -816,6 +961,8 @@ int main(void)
 		cmocka_unit_test(bad_input_is_refused_and_never_published),
 		cmocka_unit_test(http_pipelining_continue_head_and_413),
 		cmocka_unit_test(beyond_max_pending_is_503_and_shutdown_finishes_what_is_in_flight),
+		cmocka_unit_test(sigint_drains_open_connections_with_503_and_refuses_new_ones),
+		cmocka_unit_test(the_drain_deadline_is_kept),
 		cmocka_unit_test(a_client_that_goes_away_cancels_its_command),
 		cmocka_unit_test(an_unreachable_broker_is_502_with_the_reason),
 		cmocka_unit_test(the_broker_going_down_is_502_then_the_gateway_recovers),
