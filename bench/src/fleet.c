@@ -396,6 +396,7 @@ static void send_connect(struct fleet *r, struct attempt *a)
 static void tls_step(struct fleet *r, struct attempt *a)
 {
 	uint64_t c0 = thread_cpu_ns();
+	ERR_clear_error(); /* the queue holds this handshake's errors only */
 	int rc = SSL_connect(a->ssl);
 	a->tls_cpu += thread_cpu_ns() - c0;
 	if (rc == 1) {
@@ -411,12 +412,15 @@ static void tls_step(struct fleet *r, struct attempt *a)
 		return;
 	}
 	int e = SSL_get_error(a->ssl, rc);
-	if (e == SSL_ERROR_WANT_READ)
+	if (e == SSL_ERROR_WANT_READ) {
 		want(r, a, EPOLLIN);
-	else if (e == SSL_ERROR_WANT_WRITE)
+	} else if (e == SSL_ERROR_WANT_WRITE) {
 		want(r, a, EPOLLOUT);
-	else
+	} else {
+		if (!r->tls_why[0]) /* the first says why; the count says how often */
+			mqc_tls_failure(a->ssl, r->tls_why, sizeof r->tls_why);
 		fleet_failed(r, a, R_TLS);
+	}
 }
 
 static uint64_t identity_slot(const struct fleet *r, uint64_t k)
@@ -1203,6 +1207,8 @@ void fleet_explain(const struct fleet *r, char *why, size_t len)
 	if (r->reasons[R_CLOSED] || v311_answer)
 		mqc_client_explain_connect_failure(&r->o->net.conn, r->o->net.conn.protocol,
 		    v311_answer ? 0x84 : -1, "--protocol 3.1.1", why, len);
+	else if (r->reasons[R_TLS] && r->tls_why[0])
+		snprintf(why, len, "the first TLS failure: %s", r->tls_why);
 }
 
 int fleet_finish_status(const struct fleet *r, const char *why, uint64_t scheduled)

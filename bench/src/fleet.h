@@ -132,6 +132,7 @@ struct fleet {
 	unsigned reconnecting; /* reconnect attempts in progress */
 	uint64_t held, failed, done, cycles;
 	uint64_t reasons[R_COUNT];
+	char tls_why[200];              /* the first TLS failure, in words ("" none) */
 	uint64_t connack_codes[256];    /* refusals in CONNACKs of the protocol's own shape */
 	uint64_t connack311_codes[256]; /* 3.1.1-shaped CONNACKs to a v5 CONNECT: return codes */
 	struct mqc_hist tcp, connack, cycle, tls_full, tls_resumed;

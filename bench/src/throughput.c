@@ -27,6 +27,7 @@
 #include "mqbench.h"
 #include "mqc_client.h"
 #include "mqc_clock.h"
+#include "mqc_tls.h"
 
 struct conn {
 	struct bench *b;
@@ -328,9 +329,11 @@ static void handle_io(struct bench *b, struct epoll_event *ev)
 	struct conn *c = ev->data.ptr;
 	mqc_client_io(c->m, (ev->events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0,
 	    (ev->events & EPOLLOUT) != 0, !c->connected);
-	if (mosquitto_socket(c->m) != c->fd) { /* closed by libmosquitto */
+	if (mosquitto_socket(c->m) != c->fd) {            /* closed by libmosquitto */
+		const char *refused = mqc_tls_last_refusal(); /* a handshake that failed says why */
 		if (!c->lost && c->connack < 0)
-			conn_lost(b, c, "cannot connect to %s", o_broker(b));
+			conn_lost(b, c, "cannot connect to %s%s%s", o_broker(b), refused ? ": " : "",
+			    refused ? refused : "");
 		else if (!c->lost)
 			conn_lost(b, c, "the broker closed a connection%s", "");
 		return;

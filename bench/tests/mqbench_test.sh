@@ -94,6 +94,19 @@ fi
 "$MQB" connect --broker "$MQTTS_URL" --cafile "$CA_FILE" "${auth[@]}" --clients 50 --rate 500 \
   --hold 0.2s --json >"$tmp/ct.json" 2>"$tmp/ct.err" || fail "TLS connect: $(cat "$tmp/ct.err")"
 [ "$(json "$tmp/ct.json" connected)" = 50 ] && pass "connect over TLS: 50 of 50" || fail "TLS connect"
+# The right CA, a certificate for another host: every scenario refuses it and says why, by address
+# and by name.
+other_by_name=${MQTTS_OTHER_HOST_URL/127.0.0.1/localhost}
+for target in "$MQTTS_OTHER_HOST_URL IP address mismatch" "$other_by_name hostname mismatch"; do
+  url=${target%% *} want=${target#* }
+  expect_exit 1 "$want" -- "$MQB" throughput --broker "$url" --cafile "$CA_FILE" "${auth[@]}" --duration 1s
+  expect_exit 1 "$want" -- "$MQB" connect --broker "$url" --cafile "$CA_FILE" "${auth[@]}" --clients 3 \
+    --rate 100 --hold 0s
+  expect_exit 1 "$want" -- "$MQB" request --broker "$url" --cafile "$CA_FILE" "${auth[@]}" --mode pool \
+    --duration 0.3s
+  expect_exit 1 "$want" -- "$MQB" request --broker "$url" --cafile "$CA_FILE" "${auth[@]}" --mode naive \
+    --duration 0.3s
+done
 
 # Memory: VmRSS growth over a baseline taken just before the run, labelled as growth.
 grep -q '"rss_before_bytes":[1-9][0-9]*,"rss_growth_per_held_connection":[0-9]' "$tmp/c.json" \

@@ -24,6 +24,9 @@
 
 const char *mqc_client_strerror(int rc)
 {
+	/* libmosquitto says "A TLS error occurred." and frees the SSL: the refusal, if one. */
+	if (rc == MOSQ_ERR_TLS && mqc_tls_last_refusal())
+		return mqc_tls_last_refusal();
 	return rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc);
 }
 
@@ -60,10 +63,24 @@ struct mosquitto *mqc_client_new(
 		 * otherwise, and nothing here tells it otherwise. */
 		rc = mosquitto_tls_set(
 		    m, o->cafile, o->cafile ? NULL : MQC_SYSTEM_CA_PATH, o->cert, o->key, NULL);
-		if (rc == MOSQ_ERR_SUCCESS && o->ssl_ctx) {
-			mosquitto_int_option(m, MOSQ_OPT_SSL_CTX_WITH_DEFAULTS, 0);
-			rc = mosquitto_void_option(m, MOSQ_OPT_SSL_CTX, o->ssl_ctx);
+		/* The project's context (mqc_tls.h), so that a refused certificate is said in words
+		 * (mqc_client_strerror): libmosquitto's own says "A TLS error occurred." and frees the
+		 * SSL that knew why. libmosquitto takes its own reference to the context. */
+		SSL_CTX *ctx = o->ssl_ctx;
+		char why[256] = "";
+		if (rc == MOSQ_ERR_SUCCESS && !ctx
+		    && !(ctx
+		        = mqc_tls_client_ctx(o->cafile, o->cert, o->key, o->url.host, why, sizeof why))) {
+			snprintf(err, errlen, "%s", why);
+			mosquitto_destroy(m);
+			return NULL;
 		}
+		if (rc == MOSQ_ERR_SUCCESS) {
+			mosquitto_int_option(m, MOSQ_OPT_SSL_CTX_WITH_DEFAULTS, 0);
+			rc = mosquitto_void_option(m, MOSQ_OPT_SSL_CTX, ctx);
+		}
+		if (ctx != o->ssl_ctx)
+			SSL_CTX_free(ctx);
 		if (rc != MOSQ_ERR_SUCCESS) {
 			snprintf(err, errlen, "TLS setup: %s (check the CA, certificate and key files)",
 			    mqc_client_strerror(rc));
@@ -82,6 +99,7 @@ struct mosquitto *mqc_client_new(
 int mqc_client_connect(struct mosquitto *m, const struct mqc_conn_opts *o, char *err, size_t errlen)
 {
 	int keepalive = o->keepalive_s ? (int)o->keepalive_s : 30;
+	mqc_tls_clear_refusal(); /* what this connection's handshake refuses, and nothing older */
 	int rc = mosquitto_connect_bind_async(m, o->url.host, o->url.port, keepalive, o->bind_address);
 	if (rc == MOSQ_ERR_SUCCESS)
 		return 0;

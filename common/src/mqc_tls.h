@@ -23,4 +23,20 @@ SSL_CTX *mqc_tls_client_ctx(const char *cafile, const char *certfile, const char
 /** Server Name Indication for host on ssl, unless host is an IP address (SNI is for names). */
 void mqc_tls_set_sni(SSL *ssl, const char *host);
 
+/**
+ * Why a handshake on ssl failed, in words: "certificate verification failed: hostname mismatch"
+ * when the peer's certificate was refused, else OpenSSL's first queued error (or "the handshake
+ * failed" when it queued none). Takes the error from this thread's OpenSSL queue.
+ */
+void mqc_tls_failure(const SSL *ssl, char *out, size_t len);
+
+/**
+ * The last certificate a context of mqc_tls_client_ctx refused on this thread, in words
+ * ("certificate verification failed: IP address mismatch"), or NULL; mqc_tls_clear_refusal()
+ * forgets it. For clients whose SSL object another library owns and frees on failure
+ * (libmosquitto): their handshake runs on the caller's thread.
+ */
+const char *mqc_tls_last_refusal(void);
+void mqc_tls_clear_refusal(void);
+
 #endif

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "mqc_random.h"
+#include "mqc_tls.h"
 
 #define CORR_LEN 16
 
@@ -218,8 +219,11 @@ static int connect_result(struct mqc_requester *r, int rc, char *err, size_t err
 	if (rc != MQC_REQ_OK) {
 		char where[MQC_URL_HOST_MAX + 32];
 		mqc_url_format(&r->url, where, sizeof where);
+		const char *refused = mqc_tls_last_refusal(); /* this thread's handshake said why */
 		snprintf(err, errlen, "no CONNACK from %s: %s", where,
-		    rc == MQC_REQ_TIMEDOUT ? "timed out" : "the connection closed (TCP or TLS failure)");
+		    rc == MQC_REQ_TIMEDOUT ? "timed out"
+		        : refused          ? refused
+		                           : "the connection closed (TCP or TLS failure)");
 		return rc == MQC_REQ_TIMEDOUT ? MQC_REQ_TIMEDOUT : MQC_REQ_CONNECT;
 	}
 	return MQC_REQ_OK;

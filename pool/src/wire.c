@@ -146,13 +146,8 @@ static enum mqp_wire_result take_ciphertext(struct mqp_wire *w)
 
 static enum mqp_wire_result tls_error(struct mqp_wire *w, const char *when)
 {
-	long v = SSL_get_verify_result(w->ssl);
 	char why[200];
-	if (v != X509_V_OK)
-		snprintf(why, sizeof why, "certificate verification failed: %s",
-		    X509_verify_cert_error_string(v));
-	else
-		ERR_error_string_n(ERR_get_error(), why, sizeof why);
+	mqc_tls_failure(w->ssl, why, sizeof why);
 	char what[64];
 	snprintf(what, sizeof what, "TLS %s with", when);
 	return fail(w, what, why);

@@ -384,6 +384,33 @@ static void tls_with_one_shared_context(void **state)
 	wrong.min_size = 0;
 	p = new_pool(i->mqtts_url, &wrong);
 	assert_int_equal(mqp_pool_request(p, "tls/cmd", "x", 1, 0, 5000, &reply), MQP_ECONNECT);
+	char why[512];
+	mqp_pool_last_error(p, why, sizeof why);
+	if (!strstr(why, "certificate verification failed") || !strstr(why, "127.0.0.1"))
+		fail_msg("the wrong CA: %s", why);
+	mqp_pool_destroy(p);
+	/* The right CA, a certificate for another host: refused for its name, and said so - by
+	 * address (its IP is not in the certificate) and by host name (localhost is not either). */
+	char by_name[80];
+	snprintf(by_name, sizeof by_name, "mqtts://localhost:%d", i->other_host_port);
+	const char *urls[] = { i->other_host_url, by_name };
+	const char *want[] = { "IP address mismatch", "hostname mismatch" };
+	for (int k = 0; k < 2; k++) {
+		struct mqp_pool_options other = MQP_POOL_OPTIONS_INIT;
+		other.min_size = 0;
+		p = new_pool(urls[k], &other);
+		assert_int_equal(mqp_pool_request(p, "tls/cmd", "x", 1, 0, 5000, &reply), MQP_ECONNECT);
+		mqp_pool_last_error(p, why, sizeof why);
+		if (!strstr(why, "certificate verification failed") || !strstr(why, want[k]))
+			fail_msg("%s, a certificate for another host: %s", urls[k], why);
+		mqp_pool_destroy(p);
+	}
+	/* The same listener by the name its certificate does have is accepted (the server
+	 * certificate of the main TLS listener names localhost): the name is what was refused. */
+	snprintf(by_name, sizeof by_name, "mqtts://localhost:%d", i->tls_port);
+	p = new_pool(by_name, NULL);
+	assert_int_equal(mqp_pool_request(p, "tls/cmd", "by-name", 7, 0, 5000, &reply), MQP_OK);
+	mqp_reply_free(&reply);
 	mqp_pool_destroy(p);
 	/* No cafile: the system's trust store, which does not know the test CA: refused too. */
 	struct mqp_pool_options system = MQP_POOL_OPTIONS_INIT;

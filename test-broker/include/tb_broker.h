@@ -49,11 +49,13 @@ struct tb_options {
 
 /** What a started broker offers; valid until tb_broker_stop(). Empty strings mean "none". */
 struct tb_info {
-	char mqtt_url[64];    /* mqtt://127.0.0.1:PORT */
-	char mqtts_url[64];   /* mqtts://127.0.0.1:PORT (server-authenticated TLS) */
-	char mtls_url[64];    /* mqtts://127.0.0.1:PORT (client certificate required) */
-	char metrics_url[96]; /* http://127.0.0.1:PORT/metrics when the probe serves it */
-	int port, tls_port, mtls_port, metrics_port;
+	char mqtt_url[64];       /* mqtt://127.0.0.1:PORT */
+	char mqtts_url[64];      /* mqtts://127.0.0.1:PORT (server-authenticated TLS) */
+	char mtls_url[64];       /* mqtts://127.0.0.1:PORT (client certificate required) */
+	char other_host_url[64]; /* mqtts://127.0.0.1:PORT whose certificate (signed by the same CA)
+	                            names other-host.invalid: a client that checks names refuses it */
+	char metrics_url[96];    /* http://127.0.0.1:PORT/metrics when the probe serves it */
+	int port, tls_port, mtls_port, other_host_port, metrics_port;
 	char dir[TB_PATH_MAX - 64]; /* the temporary directory (removed by stop) */
 	char conf_file[TB_PATH_MAX];
 	char log_file[TB_PATH_MAX];

@@ -435,12 +435,12 @@ int tb_broker_start(
 	const char *http_listen = plugin_opt_value(o->plugin_opts, "http_listen");
 
 	for (int attempt = 0;; attempt++) {
-		int taken[4];
+		int taken[5];
 		size_t ntaken = 0;
 		if ((info->port = pick_port(o->port, taken, ntaken, "plain", err, errlen)) < 0)
 			goto fail_opts;
 		taken[ntaken++] = info->port;
-		info->tls_port = info->mtls_port = info->metrics_port = 0;
+		info->tls_port = info->mtls_port = info->other_host_port = info->metrics_port = 0;
 		if (!o->no_tls) {
 			if ((info->tls_port = pick_port(o->tls_port, taken, ntaken, "TLS", err, errlen)) < 0)
 				goto fail_opts;
@@ -450,6 +450,10 @@ int tb_broker_start(
 			    < 0)
 				goto fail_opts;
 			taken[ntaken++] = info->mtls_port;
+			if ((info->other_host_port = pick_port(0, taken, ntaken, "other-host TLS", err, errlen))
+			    < 0)
+				goto fail_opts;
+			taken[ntaken++] = info->other_host_port;
 		}
 		if (is_probe && !http_listen) {
 			if ((info->metrics_port = pick_port(0, taken, ntaken, "metrics", err, errlen)) < 0)
@@ -461,12 +465,15 @@ int tb_broker_start(
 			info->metrics_port = colon ? (int)strtol(colon + 1, NULL, 10) : 0; /* ours: valid */
 		}
 		snprintf(info->mqtt_url, sizeof info->mqtt_url, "mqtt://127.0.0.1:%d", info->port);
-		info->mqtts_url[0] = info->mtls_url[0] = info->metrics_url[0] = '\0';
+		info->mqtts_url[0] = info->mtls_url[0] = info->other_host_url[0] = info->metrics_url[0]
+		    = '\0';
 		if (info->tls_port) {
 			snprintf(
 			    info->mqtts_url, sizeof info->mqtts_url, "mqtts://127.0.0.1:%d", info->tls_port);
 			snprintf(
 			    info->mtls_url, sizeof info->mtls_url, "mqtts://127.0.0.1:%d", info->mtls_port);
+			snprintf(info->other_host_url, sizeof info->other_host_url, "mqtts://127.0.0.1:%d",
+			    info->other_host_port);
 		}
 		if (info->metrics_port)
 			snprintf(info->metrics_url, sizeof info->metrics_url, "http://127.0.0.1:%d/metrics",
@@ -477,6 +484,7 @@ int tb_broker_start(
 			.port = info->port,
 			.tls_port = info->tls_port,
 			.mtls_port = info->mtls_port,
+			.other_host_port = info->other_host_port,
 			.dir = info->dir,
 			.ca_file = info->ca_file,
 			.server_cert = server_cert,

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * certs.c - a throw-away CA with a server and a client certificate, made with the openssl command.
+ * certs.c - a throw-away CA with a server and a client certificate, and a server certificate for
+ * another host name (host-name verification tests), made with the openssl command.
  *
- * EC P-256 keys: generating all three takes about 50 ms here, so every test broker gets its own.
+ * EC P-256 keys: generating all four takes about 50 ms here, so every test broker gets its own.
  */
 #include "tb_internal.h"
 
@@ -36,6 +37,9 @@ int tb__make_certs(const char *dir, char *err, size_t errlen)
 		{ "server", "/CN=localhost", "extendedKeyUsage=serverAuth",
 		    "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1" },
 		{ "client", "/CN=" TB_USERNAME, "extendedKeyUsage=clientAuth", NULL },
+		/* signed by the same CA for another host: what a client that checks names refuses */
+		{ "other-host", "/CN=other-host.invalid", "extendedKeyUsage=serverAuth",
+		    "subjectAltName=DNS:other-host.invalid" },
 	};
 	for (size_t i = 0; i < sizeof leaves / sizeof leaves[0]; i++) {
 		snprintf(key, sizeof key, "%s/%s.key", dir, leaves[i].name);

@@ -21,14 +21,20 @@ static bool valid_plugin_key(const char *key, size_t len)
 	return true;
 }
 
-static void write_listener(FILE *out, const struct tb_conf *conf, int port, bool tls, bool mutual)
+enum listener_kind { PLAIN, TLS, MUTUAL_TLS, OTHER_HOST_TLS };
+
+static void write_listener(FILE *out, const struct tb_conf *conf, int port, enum listener_kind k)
 {
 	fprintf(out, "\nlistener %d 127.0.0.1\n", port);
-	if (!tls)
+	if (k == PLAIN)
 		return;
-	fprintf(out, "cafile %s\ncertfile %s\nkeyfile %s\n", conf->ca_file, conf->server_cert,
-	    conf->server_key);
-	fprintf(out, "require_certificate %s\n", mutual ? "true" : "false");
+	if (k == OTHER_HOST_TLS) /* certs.c writes it beside the server's */
+		fprintf(out, "cafile %s\ncertfile %s/other-host.crt\nkeyfile %s/other-host.key\n",
+		    conf->ca_file, conf->dir, conf->dir);
+	else
+		fprintf(out, "cafile %s\ncertfile %s\nkeyfile %s\n", conf->ca_file, conf->server_cert,
+		    conf->server_key);
+	fprintf(out, "require_certificate %s\n", k == MUTUAL_TLS ? "true" : "false");
 }
 
 int tb__write_conf(FILE *out, const struct tb_conf *conf, char *err, size_t errlen)
@@ -81,11 +87,13 @@ int tb__write_conf(FILE *out, const struct tb_conf *conf, char *err, size_t errl
 		fputc('\n', out);
 	}
 
-	write_listener(out, conf, conf->port, false, false);
+	write_listener(out, conf, conf->port, PLAIN);
 	if (conf->tls_port)
-		write_listener(out, conf, conf->tls_port, true, false);
+		write_listener(out, conf, conf->tls_port, TLS);
 	if (conf->mtls_port)
-		write_listener(out, conf, conf->mtls_port, true, true);
+		write_listener(out, conf, conf->mtls_port, MUTUAL_TLS);
+	if (conf->other_host_port)
+		write_listener(out, conf, conf->other_host_port, OTHER_HOST_TLS);
 	return ferror(out) ? -1 : 0;
 }
 

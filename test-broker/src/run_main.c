@@ -53,6 +53,7 @@ static void print_info(FILE *out, const struct tb_info *info, pid_t run_pid)
 	if (info->mqtts_url[0]) {
 		print_line(out, "MQTTS_URL", info->mqtts_url);
 		print_line(out, "MQTTS_MTLS_URL", info->mtls_url);
+		print_line(out, "MQTTS_OTHER_HOST_URL", info->other_host_url);
 		print_line(out, "CA_FILE", info->ca_file);
 		print_line(out, "CLIENT_CERT", info->client_cert);
 		print_line(out, "CLIENT_KEY", info->client_key);
@@ -243,13 +244,15 @@ static int run(int argc, char **argv, const char ***plugin_opts, const char ***c
 	const struct mqc_cli cli = {
 		.prog = PROG,
 		.synopsis = "[OPTIONS]",
-		.about = "Start a real mosquitto on free loopback ports with a generated configuration "
-		         "(plain,\nTLS and mutual-TLS listeners, a password file, an ACL file, the "
-		         "mqtt_probe plugin when\nit has been built). Once the broker answers an MQTT "
-		         "CONNECT, print KEY=value lines\n(MQTT_URL, MQTTS_URL, MQTTS_MTLS_URL, CA_FILE, "
-		         "CLIENT_CERT, CLIENT_KEY, MQTT_USERNAME,\nMQTT_PASSWORD, BROKER_PID, BROKER_LOG, "
-		         "METRICS_URL, ...) and stay in the foreground\nuntil interrupted. On exit the "
-		         "broker is stopped and its directory removed.",
+		.about
+		= "Start a real mosquitto on free loopback ports with a generated configuration "
+		  "(plain,\nTLS and mutual-TLS listeners, a TLS listener whose certificate names another "
+		  "host,\na password file, an ACL file, the mqtt_probe plugin when it has been "
+		  "built). Once\nthe broker answers an MQTT CONNECT, print KEY=value lines "
+		  "(MQTT_URL, MQTTS_URL,\nMQTTS_MTLS_URL, MQTTS_OTHER_HOST_URL, CA_FILE, "
+		  "CLIENT_CERT, CLIENT_KEY, MQTT_USERNAME,\nMQTT_PASSWORD, BROKER_PID, BROKER_LOG, "
+		  "METRICS_URL, ...) and stay in the foreground\nuntil interrupted. On exit the "
+		  "broker is stopped and its directory removed.",
 		.epilog = "Exit status: 0 after a clean stop, 1 if the broker could not start or died, "
 		          "2 on bad\noptions.",
 		.version = PROG " " MQTTPOOL_VERSION " (mqtt-pool)",

@@ -681,6 +681,33 @@ static void an_unreachable_broker_is_502_with_the_reason(void **state)
 	gate_stop(&g, 5000);
 }
 
+/* mqtts:// checks the broker's name: a certificate from the right CA for another host is
+ * refused on both routes, said in the 502's message and in /healthz, by address and by name. */
+static void a_broker_certificate_for_another_host_is_refused_on_both_routes(void **state)
+{
+	(void)state;
+	const struct tb_info *info = tb_test_info();
+	char by_name[80];
+	snprintf(by_name, sizeof by_name, "mqtts://localhost:%d", info->other_host_port);
+	const char *urls[] = { info->other_host_url, by_name };
+	const char *want[] = { "IP address mismatch", "hostname mismatch" };
+	for (int k = 0; k < 2; k++) {
+		struct gate g = gate_start(urls[k], "--cafile", info->ca_file, "--timeout", "3s", NULL);
+		for (int naive = 0; naive < 2; naive++) {
+			struct http_result r = http(g.port, "POST",
+			    naive ? "/naive/devices/a/commands/open" : "/devices/a/commands/open", "");
+			if (r.status != 502 || !strstr(r.body, "certificate verification failed")
+			    || !strstr(r.body, want[k]))
+				fail_msg(
+				    "%s, %s route: %d %s", urls[k], naive ? "naive" : "pool", r.status, r.body);
+		}
+		struct http_result h = http(g.port, "GET", "/healthz", NULL);
+		if (h.status != 503 || !strstr(h.body, want[k]))
+			fail_msg("%s: /healthz %d %s", urls[k], h.status, h.body);
+		gate_stop(&g, 5000);
+	}
+}
+
 static void the_broker_going_down_is_502_then_the_gateway_recovers(void **state)
 {
 	(void)state;
@@ -969,6 +996,7 @@ int main(void)
 		cmocka_unit_test(the_drain_deadline_is_kept),
 		cmocka_unit_test(a_client_that_goes_away_cancels_its_command),
 		cmocka_unit_test(an_unreachable_broker_is_502_with_the_reason),
+		cmocka_unit_test(a_broker_certificate_for_another_host_is_refused_on_both_routes),
 		cmocka_unit_test(the_broker_going_down_is_502_then_the_gateway_recovers),
 		cmocka_unit_test(a_command_the_broker_refuses_is_403),
 		cmocka_unit_test(a_broker_that_refuses_the_gateway_stops_it_with_the_reason),
