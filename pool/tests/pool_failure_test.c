@@ -335,6 +335,41 @@ static void refusals_and_malformed_packets_are_named(void **state)
 	fake_stop(&f);
 }
 
+/* A broker that stops answering (tb-fake-broker no-pingresp: CONNACK with Server Keep Alive 1 s,
+ * then silence): the pool pings at three quarters of the broker's keep-alive, and with no
+ * PINGRESP within a keep-alive it drops the connection, says why, and the request it carried
+ * fails with MQP_ECONNLOST - within seconds, where the pool's own minimum keep-alive (5 s) would
+ * take about nine, and the request's own timeout twenty. */
+static void a_broker_that_stops_answering_is_dropped_at_its_keepalive(void **state)
+{
+	(void)state;
+	struct fake f = fake_start("no-pingresp");
+	mqp_pool *p = one_connection_pool(f.url, 5);
+	struct mqp_pool_stats st = stats_until(p, is_ready);
+	assert_int_equal(st.ready, 1);
+	uint64_t t0 = mqc_now_ns();
+	static struct async_call call;
+	memset(&call, 0, sizeof call);
+	assert_int_equal(
+	    mqp_pool_request_async(p, "dark/cmd", "x", 1, 0, 20000, on_async_reply, &call, NULL),
+	    MQP_OK);
+	if (!wait_flag(&call.calls, 5000))
+		fail_msg("the request was still waiting 5 s after the broker went silent");
+	uint64_t took = mqc_now_ns() - t0;
+	assert_int_equal(atomic_load(&call.result), MQP_ECONNLOST);
+	char why[512];
+	mqp_pool_last_error(p, why, sizeof why);
+	if (!strstr(why, "no answer to PINGREQ within the 1 s keepalive"))
+		fail_msg("%s", why);
+	mqp_pool_stats(p, &st, sizeof st);
+	assert_true(st.connections_lost >= 1);
+	print_message(
+	    "dropped %.2f s after the last packet (Server Keep Alive 1 s)\n", (double)took / 1e9);
+	assert_true(took >= 1000 * MQC_NS_PER_MS && took < 4 * MQC_NS_PER_S);
+	mqp_pool_destroy(p);
+	fake_stop(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -344,6 +379,7 @@ int main(void)
 		cmocka_unit_test(a_request_that_never_gets_a_connection_is_exhausted),
 		cmocka_unit_test(a_broker_that_speaks_only_311_is_named_and_confirmed),
 		cmocka_unit_test(refusals_and_malformed_packets_are_named),
+		cmocka_unit_test(a_broker_that_stops_answering_is_dropped_at_its_keepalive),
 	};
 	return TB_TEST_RUN(tests, NULL);
 }

@@ -18,6 +18,8 @@
  *               it and filters at delivery instead)
  *   silent      accepts and reads, and never answers anything: a broker, or an HTTP endpoint
  *               such as a probe's /metrics, that hangs
+ *   no-pingresp CONNACK (v5: with Server Keep Alive 1 s), every SUBSCRIBE granted, and then
+ *               nothing: PINGREQ is never answered (a broker, or a path to it, that went dark)
  * Prints FAKE_BROKER_URL=mqtt://127.0.0.1:PORT and "ready" once it listens; counts CONNECTs by
  * protocol level and prints them when SIGTERM ends it ("fake-broker: connects v5 N v311 M").
  */
@@ -33,9 +35,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum mode { V311_ONLY, CLOSE_V5, CLOSE_ALL, REFUSE, MALFORMED, DENY_SUBSCRIBE, SILENT };
-static const char *const names[]
-    = { "v311-only", "close-v5", "close-all", "refuse", "malformed", "deny-subscribe", "silent" };
+enum mode {
+	V311_ONLY,
+	CLOSE_V5,
+	CLOSE_ALL,
+	REFUSE,
+	MALFORMED,
+	DENY_SUBSCRIBE,
+	SILENT,
+	NO_PINGRESP
+};
+static const char *const names[] = { "v311-only", "close-v5", "close-all", "refuse", "malformed",
+	"deny-subscribe", "silent", "no-pingresp" };
 
 enum { MAX_CLIENTS = 64 };
 
@@ -66,7 +77,9 @@ static void answer(struct client *c, enum mode mode, int level)
 {
 	static const unsigned char ok311[] = { 0x20, 2, 0, 0 }, ok5[] = { 0x20, 3, 0, 0, 0 },
 	                           bad_version311[] = { 0x20, 2, 0, 1 }, no311[] = { 0x20, 2, 0, 5 },
-	                           no5[] = { 0x20, 3, 0, 0x87, 0 }, qos3[] = { 0x36, 3, 0, 1, 't' };
+	                           no5[] = { 0x20, 3, 0, 0x87, 0 }, qos3[] = { 0x36, 3, 0, 1, 't' },
+	                           /* properties: Server Keep Alive (0x13) = 1 s */
+	    ok5_keepalive1[] = { 0x20, 6, 0, 0, 3, 0x13, 0, 1 };
 	bool v5 = level == 5;
 	const unsigned char *out = NULL;
 	size_t len = 0;
@@ -93,6 +106,10 @@ static void answer(struct client *c, enum mode mode, int level)
 			len = v5 ? sizeof no5 : sizeof no311;
 			close_after = true;
 			break;
+		case NO_PINGRESP:
+			out = v5 ? ok5_keepalive1 : ok311;
+			len = v5 ? sizeof ok5_keepalive1 : sizeof ok311;
+			break;
 		case SILENT: /* never reached: its connections are read and not answered */
 		case MALFORMED:
 		case DENY_SUBSCRIBE:
@@ -110,13 +127,14 @@ static void answer(struct client *c, enum mode mode, int level)
 	c->level = level;
 }
 
-/* deny-subscribe: a SUBSCRIBE at the front of what came (small: one read) gets its refusal. */
-static void refuse_subscribe(struct client *c, const unsigned char *p, size_t n)
+/* A SUBSCRIBE at the front of what came (small: one read) gets its SUBACK: refused
+ * (deny-subscribe), or granted QoS 1 (no-pingresp). */
+static void answer_subscribe(struct client *c, const unsigned char *p, size_t n, bool grant)
 {
 	if (n < 4 || p[0] != 0x82 || (p[1] & 0x80))
 		return;
-	unsigned char v5[] = { 0x90, 4, p[2], p[3], 0, 0x87 };
-	unsigned char v311[] = { 0x90, 3, p[2], p[3], 0x80 };
+	unsigned char v5[] = { 0x90, 4, p[2], p[3], 0, grant ? 1 : 0x87 };
+	unsigned char v311[] = { 0x90, 3, p[2], p[3], grant ? 1 : 0x80 };
 	if (c->level == 5)
 		send(c->fd, v5, sizeof v5, MSG_NOSIGNAL);
 	else
@@ -153,14 +171,15 @@ int main(int argc, char **argv)
 		} else {
 			fprintf(stderr,
 			    "usage: tb-fake-broker --mode "
-			    "v311-only|close-v5|close-all|refuse|malformed|deny-subscribe|silent [--port N]\n");
+			    "v311-only|close-v5|close-all|refuse|malformed|deny-subscribe|silent|no-pingresp "
+			    "[--port N]\n");
 			return 2;
 		}
 	}
 	if (mode < 0) {
 		fprintf(stderr,
 		    "tb-fake-broker: --mode: expected v311-only, close-v5, close-all, refuse, malformed, "
-		    "deny-subscribe or silent\n");
+		    "deny-subscribe, silent or no-pingresp\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -215,8 +234,8 @@ int main(int argc, char **argv)
 				continue;
 			}
 			if (c->answered) { /* what follows CONNECT is not kept: the buffer is reused */
-				if (mode == DENY_SUBSCRIBE)
-					refuse_subscribe(c, c->buf + c->len, (size_t)n);
+				if (mode == DENY_SUBSCRIBE || mode == NO_PINGRESP)
+					answer_subscribe(c, c->buf + c->len, (size_t)n, mode == NO_PINGRESP);
 				c->len = 0;
 				continue;
 			}
