@@ -216,6 +216,96 @@ static void timeout_when_the_device_never_answers(void **state)
 	tb_test_responder_stop(&r);
 }
 
+/* A command carries Message Expiry = its time left, rounded up: a device that was offline when
+ * its caller gave up never executes it later. Shown on a device's persistent session (mosquitto_sub
+ * -c, session expiry 300 s): a command with 1 s left is gone when the device returns 2.5 s later,
+ * while one with 30 s left is delivered when it returns (so the session does keep commands). */
+static bool device_session(const char *id, const char *extra, char *got, size_t len)
+{
+	const struct tb_info *i = tb_test_info();
+	char cmd[512];
+	snprintf(cmd, sizeof cmd,
+	    "mosquitto_sub -V 5 -h 127.0.0.1 -p %d -u '%s' -P '%s' -c -x 300 -i '%s' -q 1 "
+	    "-t expiry/+/cmd %s 2>&1",
+	    i->port, i->username, i->password, id, extra);
+	FILE *f = popen(cmd, "r");
+	assert_non_null(f);
+	size_t n = fread(got, 1, len - 1, f);
+	got[n] = '\0';
+	return pclose(f) != -1;
+}
+
+static void commands_expire_with_their_timeout(void **state)
+{
+	(void)state;
+	/* The property itself, as a subscriber receives it. */
+	struct tb_client *dev = outside_client();
+	assert_int_equal(tb_client_subscribe(dev, "expiry/seen/cmd", 1, 0, NULL), 1);
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	static struct async_call seen;
+	memset(&seen, 0, sizeof seen);
+	assert_int_equal(
+	    mqp_pool_request_async(p, "expiry/seen/cmd", "x", 1, 1, 4500, on_async_reply, &seen, NULL),
+	    MQP_OK);
+	struct tb_message *m = tb_client_receive(dev, 3000);
+	assert_non_null(m);
+	uint32_t expiry = 0;
+	assert_non_null(
+	    mosquitto_property_read_int32(m->props, MQTT_PROP_MESSAGE_EXPIRY_INTERVAL, &expiry, false));
+	assert_true(expiry == 4 || expiry == 5); /* ceil(4.5 s), less what the broker held it */
+	tb_message_free(m);
+	tb_client_destroy(dev);
+
+	char id[64], got[256];
+	snprintf(id, sizeof id, "expiry-dev-%d", (int)getpid());
+	assert_true(device_session(id, "-W 1", got, sizeof got)); /* the session, then offline */
+	struct mqp_reply reply;
+	assert_int_equal(
+	    mqp_pool_request(p, "expiry/short/cmd", "stale", 5, 1, 1000, &reply), MQP_ETIMEDOUT);
+	static struct async_call later;
+	memset(&later, 0, sizeof later);
+	assert_int_equal(mqp_pool_request_async(
+	                     p, "expiry/long/cmd", "fresh", 5, 1, 30000, on_async_reply, &later, NULL),
+	    MQP_OK);
+	/* The time under test: the short command's 1 s of life, and more, while the device is away. */
+	nanosleep(&(struct timespec) { .tv_sec = 2, .tv_nsec = 500000000 }, NULL);
+	/* The session queued them in order: a stale command not expired would come first. */
+	assert_true(device_session(id, "-C 1 -W 5 -v", got, sizeof got));
+	if (strstr(got, "stale") || !strstr(got, "expiry/long/cmd fresh"))
+		fail_msg("the returning device got: %s", got);
+	mqp_pool_destroy(p); /* the long one completes with MQP_ECLOSED */
+	assert_true(wait_flag(&later.calls, 1000));
+	assert_int_equal(atomic_load(&later.result), MQP_ECLOSED);
+}
+
+/* An async request cancelled before its reply: MQP_ECANCELED at once, and the reply that comes
+ * after is counted as late (ours, no longer awaited), never as a stray. */
+static void a_cancelled_request_answered_late_is_counted_late(void **state)
+{
+	(void)state;
+	struct tb_responder r
+	    = tb_test_responder(RESPONDER_PATH, "--filter", "cancel/cmd", "--delay", "300ms", NULL);
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
+	static struct async_call call;
+	memset(&call, 0, sizeof call);
+	mqp_ticket ticket = 0;
+	assert_int_equal(
+	    mqp_pool_request_async(p, "cancel/cmd", "x", 1, 0, 5000, on_async_reply, &call, &ticket),
+	    MQP_OK);
+	struct mqp_pool_stats st;
+	WAIT_FOR_STATS(p, st, st.requests == 1, 3000); /* sent: the device will answer */
+	assert_int_equal(mqp_pool_cancel(p, ticket), MQP_OK);
+	assert_true(wait_flag(&call.calls, 1000));
+	assert_int_equal(atomic_load(&call.result), MQP_ECANCELED);
+	WAIT_FOR_STATS(p, st, st.late_replies == 1, 3000);
+	assert_int_equal(st.late_replies, 1);
+	assert_int_equal(st.strays, 0);
+	assert_int_equal(st.cancels, 1);
+	assert_int_equal(st.replies, 0);
+	mqp_pool_destroy(p);
+	assert_int_equal(tb_test_responder_stop(&r).replies, 1);
+}
+
 static void adversarial_device_never_crosses_replies(void **state)
 {
 	(void)state;
@@ -431,6 +521,8 @@ int main(void)
 		cmocka_unit_test(a_returned_call_is_not_outstanding),
 		cmocka_unit_test(two_pools_in_one_process_do_not_collide),
 		cmocka_unit_test(timeout_when_the_device_never_answers),
+		cmocka_unit_test(commands_expire_with_their_timeout),
+		cmocka_unit_test(a_cancelled_request_answered_late_is_counted_late),
 		cmocka_unit_test(adversarial_device_never_crosses_replies),
 		cmocka_unit_test(a_device_cannot_forge_replies_to_other_devices),
 		cmocka_unit_test(tls_with_one_shared_context),
