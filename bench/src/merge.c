@@ -207,6 +207,14 @@ static int add_file(struct merged *m, const char *path)
 	}
 	cJSON *doc = cJSON_Parse(text);
 	free(text);
+	/* Format 1 kept the drain deadline among the counts: a setting, not added up (format 2 keeps
+	 * it in "settings"). */
+	cJSON *config = cJSON_GetObjectItem(doc, "config");
+	cJSON *drain = cJSON_DetachItemFromObject(cJSON_GetObjectItem(doc, "counts"), "drain_ns");
+	if (drain && cJSON_IsObject(config) && !cJSON_GetObjectItem(doc, "settings"))
+		cJSON_AddItemToObject(config, "drain_ns", drain);
+	else if (drain)
+		cJSON_AddItemToObject(cJSON_GetObjectItem(doc, "counts"), "drain_ns", drain);
 	const char *scenario = cJSON_GetStringValue(cJSON_GetObjectItem(doc, "scenario"));
 	const cJSON *settings = settings_of(doc);
 	if (!scenario || !cJSON_IsObject(settings)) {

@@ -198,6 +198,35 @@ PY
 then pass "--json: valid with quotes and backslashes in a topic; format, version, date, label, settings in every result"
 else fail "--json results: $(head -c 300 "$tmp/odd.json")"; fi
 
+# Every field the README and the readers rely on, with its type, and the numbers consistent
+# (tests/result_shape.py): each scenario's result, and merged ones.
+here=$(cd "$(dirname "$0")" && pwd)
+"$MQB" merge --json "$tmp/pod-a.json" "$tmp/pod-a.json" >"$tmp/m-a.json" 2>/dev/null
+if python3 "$here/result_shape.py" "$tmp/t1.json" "$tmp/f.json" "$tmp/q2.json" "$tmp/c.json" \
+     "$tmp/odd.json" "$tmp/m-a.json" >"$tmp/shape.out" 2>&1; then
+  pass "--json: every scenario's result has its documented fields, types and consistent counts ($(grep -c '^ok' "$tmp/shape.out") results)"
+else
+  fail "--json shape: $(grep FAIL "$tmp/shape.out" | head -n 3)"
+fi
+# Format 1 (results from before format_version 2, kept in tests/data as 0.2 wrote them): merge,
+# report and hgrm still read them, and the drain deadline stays a setting when merged.
+f1=$here/data
+if "$MQB" merge --json "$f1/format1-throughput.json" "$f1/format1-throughput.json" >"$tmp/f1m.json" 2>"$tmp/f1.err" &&
+   python3 - "$tmp/f1m.json" <<'PY' &&
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["merged"] == 2 and d["counts"]["sent"] == 40 and d["counts"]["delivered"] == 80, d["counts"]
+assert "drain_ns" not in d["counts"] and d["settings"]["drain_ns"] == 10**10, d
+assert d["latency"]["intended"]["hist"]["count"] == 80
+PY
+   "$MQB" merge --json "$f1/format1-connect.json" "$f1/format1-connect.json" 2>>"$tmp/f1.err" | grep -q '"connected":40' &&
+   "$MQB" report "$f1/format1-throughput.json" "$f1/format1-connect.json" 2>>"$tmp/f1.err" | grep -q 'format1-connect.json' &&
+   "$MQB" hgrm "$f1/format1-throughput.json" 2>>"$tmp/f1.err" | grep -q 'Total count *= *40\]'; then
+  pass "format 1 results: merged (counts added, the drain a setting), reported and exported as .hgrm"
+else
+  fail "format 1: $(cat "$tmp/f1.err") $(head -c 300 "$tmp/f1m.json")"
+fi
+
 # merge refuses results whose settings differ, unless told
 "$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --rate 200 --subscribers 2 --duration 1s --json >"$tmp/r200.json" 2>/dev/null
 expect_exit 1 "was run with other settings (rate 300 against 200)" -- "$MQB" merge "$tmp/pod-a.json" "$tmp/r200.json"
@@ -359,6 +388,8 @@ if [ $modes_ok = 3 ] && [ "${pool_connects:-99}" -le 3 ] && [ "$naive_connects" 
 else
   fail "request: $(head -c 600 "$tmp/req.json")"
 fi
+python3 "$here/result_shape.py" "$tmp/req.json" >"$tmp/shape.out" 2>&1 \
+  && pass "--json: the request result's fields, mode by mode" || fail "request shape: $(cat "$tmp/shape.out")"
 # The legacy model (MQTT 3.1.1): a device per worker, replies on {topic}/reply matched by id; the
 # pool keeps its connections (warm), naive connects per request.
 "$MQB" request --broker "$MQTT_URL" "${auth[@]}" --protocol 3.1.1 --concurrency 4 --duration 1s \
