@@ -14,9 +14,9 @@
 #include <sys/epoll.h>
 
 #include "claims.h"
-#include "codec.h"
 #include "logic.h"
 #include "mqc_clock.h"
+#include "mqc_codec.h"
 #include "mqc_mqtt.h"
 #include "mqc_random.h"
 
@@ -331,7 +331,7 @@ void mqp__conn_close(struct mqp_pool *p, struct pconn *c)
 void mqp__conn_disconnect(struct mqp_pool *p, struct pconn *c)
 {
 	if (c->w.state == MQP_WIRE_OPEN && c->stage != STAGE_TRANSPORT
-	    && mqp__enc_disconnect(&c->w.tx, c->protocol, 0) == 0)
+	    && mqc_enc_disconnect(&c->w.tx, c->protocol, 0) == 0)
 		mqp__wire_flush(&c->w); /* what the kernel takes now; a goodbye is not waited for */
 	mqp__conn_close(p, c);
 }
@@ -495,11 +495,11 @@ static void conn_error(struct mqp_pool *p, struct pconn *c, const char *fmt, ...
 }
 
 /* The broker broke the protocol: counted, said, and the connection closed cleanly. */
-static void protocol_error(struct mqp_pool *p, struct pconn *c, mqp_malformed why)
+static void protocol_error(struct mqp_pool *p, struct pconn *c, mqc_malformed why)
 {
 	atomic_fetch_add(&p->stats.protocol_errors, 1);
 	if (c->protocol == 5 && c->stage != STAGE_TRANSPORT)
-		mqp__enc_disconnect(&c->w.tx, 5, 0x81); /* Malformed Packet */
+		mqc_enc_disconnect(&c->w.tx, 5, 0x81); /* Malformed Packet */
 	conn_error(
 	    p, c, "connection to %s closed: the broker sent a malformed packet (%s)", c->w.where, why);
 	if (!c->probe)
@@ -509,16 +509,16 @@ static void protocol_error(struct mqp_pool *p, struct pconn *c, mqp_malformed wh
 
 static void send_connect(struct mqp_pool *p, struct pconn *c)
 {
-	struct mqp_connect m = {
+	struct mqc_connect m = {
 		.protocol = c->protocol,
 		.client_id = c->id,
 		.username = p->username,
 		.password = p->password,
 		.keepalive_s = (uint16_t)(c->keepalive_s > 65535 ? 65535 : c->keepalive_s),
 		.receive_max = RECEIVE_MAX,
-		.max_packet = MQP_MAX_PACKET,
+		.max_packet = MQC_MAX_PACKET,
 	};
-	if (mqp__enc_connect(&c->w.tx, &m) != 0) {
+	if (mqc_enc_connect(&c->w.tx, &m) != 0) {
 		conn_error(p, c, "connect to %s: cannot encode CONNECT (out of memory)", c->w.where);
 		return;
 	}
@@ -526,9 +526,9 @@ static void send_connect(struct mqp_pool *p, struct pconn *c)
 }
 
 /* The properties of op's PUBLISH: a request's Response Topic, Correlation Data and expiry. */
-static void request_props(const struct pconn *c, const struct op *op, struct mqp_pub_props *pp)
+static void request_props(const struct pconn *c, const struct op *op, struct mqc_pub_props *pp)
 {
-	*pp = (struct mqp_pub_props) { 0 };
+	*pp = (struct mqc_pub_props) { 0 };
 	if (op->kind != OP_REQUEST)
 		return;
 	uint64_t now = mqc_now_ns();
@@ -551,14 +551,14 @@ static int send_publish(struct pconn *c, struct op *op)
 		if (!mid)
 			return MQP_ENOMEM;
 	}
-	struct mqp_pub_props pp;
+	struct mqc_pub_props pp;
 	request_props(c, op, &pp);
-	if (mqp__enc_publish(&c->w.tx, c->protocol, op->topic, op->qos, op->retain != 0, mid, &pp,
+	if (mqc_enc_publish(&c->w.tx, c->protocol, op->topic, op->qos, op->retain != 0, mid, &pp,
 	        op->payload, op->len)
 	    != 0) {
 		if (mid)
 			mid_drop(c, mid_find(c, mid));
-		return op->len > MQP_MAX_PACKET - MQP_TOPIC_MAX ? MQP_ETOOBIG : MQP_ENOMEM;
+		return op->len > MQC_MAX_PACKET - MQP_TOPIC_MAX ? MQP_ETOOBIG : MQP_ENOMEM;
 	}
 	op->mid = mid;
 	if (op->kind == OP_LEGACY)
@@ -597,7 +597,7 @@ int mqp__conn_publish(struct mqp_pool *p, struct pconn *c, struct op *op)
 	size_t size = op->len + strlen(op->topic) + (op->kind == OP_REQUEST ? 600 : 16);
 	if (c->broker_max_packet && size > c->broker_max_packet)
 		return MQP_ETOOBIG;
-	if (!mqp__utf8_valid(op->topic, strlen(op->topic)))
+	if (!mqc_utf8_valid(op->topic, strlen(op->topic)))
 		return MQP_EINVAL;
 	c->last_used = mqc_now_ns();
 	if (op->qos && c->unacked >= c->quota) {
@@ -613,12 +613,12 @@ int mqp__conn_publish(struct mqp_pool *p, struct pconn *c, struct op *op)
 static int subscribe(struct pconn *c, enum mid_kind kind, struct op *op, const char *filter,
     int qos, int options, uint32_t sub_id, uint16_t *mid_out)
 {
-	if (!mqp__utf8_valid(filter, strlen(filter)))
+	if (!mqc_utf8_valid(filter, strlen(filter)))
 		return MQP_EINVAL;
 	uint16_t mid = mid_take(c, kind, op);
 	if (!mid)
 		return MQP_ENOMEM;
-	if (mqp__enc_subscribe(
+	if (mqc_enc_subscribe(
 	        &c->w.tx, c->protocol, mid, filter, qos, options, c->sub_ids_available ? sub_id : 0)
 	    != 0) {
 		mid_drop(c, mid_find(c, mid));
@@ -642,13 +642,13 @@ void mqp__conn_unsubscribe(struct mqp_pool *p, struct pconn *c, const char *filt
 {
 	(void)p;
 	uint16_t mid = mid_take(c, MID_UNSUB, NULL);
-	if (mid && mqp__enc_unsubscribe(&c->w.tx, c->protocol, mid, filter) != 0)
+	if (mid && mqc_enc_unsubscribe(&c->w.tx, c->protocol, mid, filter) != 0)
 		mid_drop(c, mid_find(c, mid));
 }
 
 static void send_ack(struct mqp_pool *p, struct pconn *c, int type, uint16_t mid)
 {
-	if (mqp__enc_ack(&c->w.tx, type, mid) != 0)
+	if (mqc_enc_ack(&c->w.tx, type, mid) != 0)
 		conn_error(p, c, "connection to %s: out of memory for an acknowledgement", c->w.where);
 }
 
@@ -707,7 +707,7 @@ int mqp__conn_legacy(struct mqp_pool *p, struct pconn *c, struct op *op)
 			 * subscribed: a copy of that reply may still be on its way here, and would pass
 			 * for this request's. The broker writes a connection's packets in order: what
 			 * arrives on the topic before the PINGRESP of a PINGREQ sent now is dropped. */
-			if (mqp__enc_pingreq(&c->w.tx) != 0)
+			if (mqc_enc_pingreq(&c->w.tx) != 0)
 				return MQP_ENOMEM;
 			l->barrier = ++c->pings_sent;
 			if (!l->barrier)
@@ -731,7 +731,7 @@ int mqp__conn_legacy(struct mqp_pool *p, struct pconn *c, struct op *op)
 	uint16_t mid = 0;
 	/* Retained messages are never replies: MQTT 5 need not send them at all. */
 	int rc = topic ? subscribe(c, MID_LSUB, NULL, topic, op->qos,
-	             c->protocol == 5 ? MQP_SUBOPT_RETAIN_NEVER : 0, 0, &mid)
+	             c->protocol == 5 ? MQC_SUBOPT_RETAIN_NEVER : 0, 0, &mid)
 	               : MQP_ENOMEM;
 	if (rc != MQP_OK) {
 		free(topic);
@@ -787,7 +787,7 @@ static void barriers_passed(struct mqp_pool *p, struct pconn *c)
 }
 
 /* A message on one of the connection's legacy reply topics (or one it left a moment ago). */
-static bool legacy_topic(struct pconn *c, const struct mqp_publish *m)
+static bool legacy_topic(struct pconn *c, const struct mqc_publish *m)
 {
 	if (lsub_find(c, m->topic.p, m->topic.len))
 		return true;
@@ -800,7 +800,7 @@ static bool legacy_topic(struct pconn *c, const struct mqp_publish *m)
 	return false;
 }
 
-static void to_legacy(struct mqp_pool *p, struct pconn *c, const struct mqp_publish *m)
+static void to_legacy(struct mqp_pool *p, struct pconn *c, const struct mqc_publish *m)
 {
 	struct op *op = legacy_find(p, m->topic.p, m->topic.len);
 	if (!op || op->conn != c || !op->sent || mqc_now_ns() >= op->deadline) {
@@ -840,10 +840,10 @@ static void to_legacy(struct mqp_pool *p, struct pconn *c, const struct mqp_publ
 
 /* --- receiving ---------------------------------------------------------------------------- */
 
-static void on_connack(struct mqp_pool *p, struct pconn *c, const struct mqp_packet *pk)
+static void on_connack(struct mqp_pool *p, struct pconn *c, const struct mqc_packet *pk)
 {
-	struct mqp_connack a;
-	mqp_malformed why = mqp__dec_connack(pk, c->protocol, &a);
+	struct mqc_connack a;
+	mqc_malformed why = mqc_dec_connack(pk, c->protocol, &a);
 	if (why) {
 		protocol_error(p, c, why);
 		return;
@@ -895,7 +895,7 @@ static void on_connack(struct mqp_pool *p, struct pconn *c, const struct mqp_pac
 	/* Subscribed once, for the connection's life: no local echo, never a retained "reply". */
 	char filter[MQP_TOPIC_MAX];
 	snprintf(filter, sizeof filter, "%s/#", c->inbox);
-	if (subscribe(c, MID_SUB, NULL, filter, 1, MQP_SUBOPT_NO_LOCAL | MQP_SUBOPT_RETAIN_NEVER, 0,
+	if (subscribe(c, MID_SUB, NULL, filter, 1, MQC_SUBOPT_NO_LOCAL | MQC_SUBOPT_RETAIN_NEVER, 0,
 	        &c->inbox_mid)
 	    != MQP_OK) {
 		conn_error(p, c, "cannot subscribe to the inbox %s (out of memory)", filter);
@@ -904,23 +904,23 @@ static void on_connack(struct mqp_pool *p, struct pconn *c, const struct mqp_pac
 	c->stage = STAGE_INBOX;
 }
 
-static void on_suback(struct mqp_pool *p, struct pconn *c, const struct mqp_packet *pk)
+static void on_suback(struct mqp_pool *p, struct pconn *c, const struct mqc_packet *pk)
 {
-	struct mqp_suback s;
-	mqp_malformed why = mqp__dec_suback(pk, c->protocol, &s);
+	struct mqc_suback s;
+	mqc_malformed why = mqc_dec_suback(pk, c->protocol, &s);
 	if (why) {
 		protocol_error(p, c, why);
 		return;
 	}
 	struct mid_use *u = mid_find(c, s.mid);
 	if (!u
-	    || (pk->type == MQP_SUBACK ? u->kind != MID_SUB && u->kind != MID_LSUB
+	    || (pk->type == MQC_SUBACK ? u->kind != MID_SUB && u->kind != MID_LSUB
 	                               : u->kind != MID_UNSUB))
 		return; /* nothing of ours waits for it */
 	struct op *op = u->op;
 	bool legacy = u->kind == MID_LSUB;
 	mid_drop(c, u);
-	if (pk->type == MQP_UNSUBACK)
+	if (pk->type == MQC_UNSUBACK)
 		return;
 	bool granted = s.codes[0] < 0x80;
 	if (legacy) {
@@ -941,34 +941,34 @@ static void on_suback(struct mqp_pool *p, struct pconn *c, const struct mqp_pack
 		mqp__finish(p, op, granted ? MQP_OK : MQP_EDENIED);
 }
 
-static void on_ack(struct mqp_pool *p, struct pconn *c, const struct mqp_packet *pk)
+static void on_ack(struct mqp_pool *p, struct pconn *c, const struct mqc_packet *pk)
 {
-	struct mqp_ack a;
-	mqp_malformed why = mqp__dec_ack(pk, c->protocol, &a);
+	struct mqc_ack a;
+	mqc_malformed why = mqc_dec_ack(pk, c->protocol, &a);
 	if (why) {
 		protocol_error(p, c, why);
 		return;
 	}
-	if (pk->type == MQP_PUBREL) { /* the broker's QoS 2 message: released, we are done */
+	if (pk->type == MQC_PUBREL) { /* the broker's QoS 2 message: released, we are done */
 		for (unsigned i = 0; i < c->nin2; i++)
 			if (c->in2[i] == a.mid) {
 				c->in2[i] = c->in2[--c->nin2];
 				break;
 			}
-		send_ack(p, c, MQP_PUBCOMP, a.mid);
+		send_ack(p, c, MQC_PUBCOMP, a.mid);
 		return;
 	}
 	struct mid_use *u = mid_find(c, a.mid);
-	enum mid_kind want = pk->type == MQP_PUBACK ? MID_PUB1
-	    : pk->type == MQP_PUBREC                ? MID_PUB2
+	enum mid_kind want = pk->type == MQC_PUBACK ? MID_PUB1
+	    : pk->type == MQC_PUBREC                ? MID_PUB2
 	                                            : MID_REL;
 	if (!u || u->kind != want)
 		return; /* not one we wait for: nothing to do */
 	struct op *op = u->op;
 	bool refused = a.reason >= 0x80;
-	if (pk->type == MQP_PUBREC && !refused) {
+	if (pk->type == MQC_PUBREC && !refused) {
 		u->kind = MID_REL; /* the same identifier until PUBCOMP */
-		send_ack(p, c, MQP_PUBREL, a.mid);
+		send_ack(p, c, MQC_PUBREL, a.mid);
 		return;
 	}
 	mid_drop(c, u);
@@ -985,7 +985,7 @@ static void on_ack(struct mqp_pool *p, struct pconn *c, const struct mqp_packet 
 }
 
 /* A message on one of the lease's subscriptions: queued for it, or to its waiting receive. */
-static void to_lease(struct mqp_pool *p, struct pconn *c, const struct mqp_publish *m)
+static void to_lease(struct mqp_pool *p, struct pconn *c, const struct mqc_publish *m)
 {
 	struct lmsg *l = calloc(1, sizeof *l);
 	if (!l)
@@ -1014,23 +1014,23 @@ static void to_lease(struct mqp_pool *p, struct pconn *c, const struct mqp_publi
 	}
 }
 
-static bool has_sub_id(const struct mqp_publish *m, uint32_t id)
+static bool has_sub_id(const struct mqc_publish *m, uint32_t id)
 {
-	for (unsigned i = 0; i < m->n_sub_ids && i < MQP_PUB_SUB_IDS; i++)
+	for (unsigned i = 0; i < m->n_sub_ids && i < MQC_PUB_SUB_IDS; i++)
 		if (m->sub_ids[i] == id)
 			return true;
 	return false;
 }
 
 /* A v5 message on this connection's inbox: a reply (PREFIX/<client id> and below). */
-static bool on_inbox(const struct pconn *c, const struct mqp_publish *m)
+static bool on_inbox(const struct pconn *c, const struct mqc_publish *m)
 {
 	size_t n = strlen(c->inbox);
 	return m->topic.len >= n && memcmp(m->topic.p, c->inbox, n) == 0
 	    && (m->topic.len == n || m->topic.p[n] == '/');
 }
 
-static void deliver(struct mqp_pool *p, struct pconn *c, const struct mqp_publish *m)
+static void deliver(struct mqp_pool *p, struct pconn *c, const struct mqc_publish *m)
 {
 	/* Without Subscription Identifiers (3.1.1, or a v5 broker that has none) nothing tells one
 	 * lease's messages from the next one's: every message that is not a reply is the lease's. */
@@ -1077,10 +1077,10 @@ static void deliver(struct mqp_pool *p, struct pconn *c, const struct mqp_publis
 	}
 }
 
-static void on_publish(struct mqp_pool *p, struct pconn *c, const struct mqp_packet *pk)
+static void on_publish(struct mqp_pool *p, struct pconn *c, const struct mqc_packet *pk)
 {
-	struct mqp_publish m;
-	mqp_malformed why = mqp__dec_publish(pk, c->protocol, &m);
+	struct mqc_publish m;
+	mqc_malformed why = mqc_dec_publish(pk, c->protocol, &m);
 	if (why) {
 		protocol_error(p, c, why);
 		return;
@@ -1090,11 +1090,11 @@ static void on_publish(struct mqp_pool *p, struct pconn *c, const struct mqp_pac
 		return;
 	}
 	if (m.qos == 1) {
-		send_ack(p, c, MQP_PUBACK, m.mid);
+		send_ack(p, c, MQC_PUBACK, m.mid);
 	} else if (m.qos == 2) {
 		for (unsigned i = 0; i < c->nin2; i++)
 			if (c->in2[i] == m.mid) { /* delivered at its first PUBLISH: this is a resend */
-				send_ack(p, c, MQP_PUBREC, m.mid);
+				send_ack(p, c, MQC_PUBREC, m.mid);
 				return;
 			}
 		if (c->nin2 == RECEIVE_MAX) {
@@ -1106,15 +1106,15 @@ static void on_publish(struct mqp_pool *p, struct pconn *c, const struct mqp_pac
 			return;
 		}
 		c->in2[c->nin2++] = m.mid;
-		send_ack(p, c, MQP_PUBREC, m.mid);
+		send_ack(p, c, MQC_PUBREC, m.mid);
 	}
 	deliver(p, c, &m);
 }
 
-static void on_disconnect(struct mqp_pool *p, struct pconn *c, const struct mqp_packet *pk)
+static void on_disconnect(struct mqp_pool *p, struct pconn *c, const struct mqc_packet *pk)
 {
-	struct mqp_disconnect d;
-	mqp_malformed why = mqp__dec_disconnect(pk, c->protocol, &d);
+	struct mqc_disconnect d;
+	mqc_malformed why = mqc_dec_disconnect(pk, c->protocol, &d);
 	if (why) {
 		protocol_error(p, c, why);
 		return;
@@ -1126,37 +1126,37 @@ static void on_disconnect(struct mqp_pool *p, struct pconn *c, const struct mqp_
 	    d.text.p ? d.text.p : "", d.text.len ? "\"" : "");
 }
 
-static void handle(struct mqp_pool *p, struct pconn *c, const struct mqp_packet *pk)
+static void handle(struct mqp_pool *p, struct pconn *c, const struct mqc_packet *pk)
 {
-	if (pk->type != MQP_CONNACK && c->stage == STAGE_CONNACK) {
+	if (pk->type != MQC_CONNACK && c->stage == STAGE_CONNACK) {
 		protocol_error(p, c, "a packet before CONNACK");
 		return;
 	}
 	switch (pk->type) {
-		case MQP_CONNACK:
+		case MQC_CONNACK:
 			on_connack(p, c, pk);
 			break;
-		case MQP_PUBLISH:
+		case MQC_PUBLISH:
 			on_publish(p, c, pk);
 			break;
-		case MQP_PUBACK:
-		case MQP_PUBREC:
-		case MQP_PUBREL:
-		case MQP_PUBCOMP:
+		case MQC_PUBACK:
+		case MQC_PUBREC:
+		case MQC_PUBREL:
+		case MQC_PUBCOMP:
 			on_ack(p, c, pk);
 			break;
-		case MQP_SUBACK:
-		case MQP_UNSUBACK:
+		case MQC_SUBACK:
+		case MQC_UNSUBACK:
 			on_suback(p, c, pk);
 			break;
-		case MQP_PINGRESP:
+		case MQC_PINGRESP:
 			if (pk->flags || pk->body_len)
 				protocol_error(p, c, "a PINGRESP with flags or a body");
 			c->ping_out = false;
 			c->pings_answered++;
 			barriers_passed(p, c);
 			break;
-		case MQP_DISCONNECT:
+		case MQC_DISCONNECT:
 			on_disconnect(p, c, pk);
 			break;
 		default:
@@ -1167,20 +1167,20 @@ static void handle(struct mqp_pool *p, struct pconn *c, const struct mqp_packet 
 /* Every complete packet the receive buffer holds. */
 static void parse(struct mqp_pool *p, struct pconn *c)
 {
-	struct mqp_buf *rx = &c->w.rx;
-	while (!c->dead && mqp__buf_live(rx)) {
-		struct mqp_packet pk;
-		mqp_malformed why = NULL;
-		enum mqp_frame_result fr
-		    = mqp__frame(rx->data + rx->off, mqp__buf_live(rx), MQP_MAX_PACKET, &pk, &why);
-		if (fr == MQP_FRAME_MORE)
+	struct mqc_buf *rx = &c->w.rx;
+	while (!c->dead && mqc_buf_live(rx)) {
+		struct mqc_packet pk;
+		mqc_malformed why = NULL;
+		enum mqc_frame_result fr
+		    = mqc_frame(rx->data + rx->off, mqc_buf_live(rx), MQC_MAX_PACKET, &pk, &why);
+		if (fr == MQC_FRAME_MORE)
 			return;
-		if (fr == MQP_FRAME_BAD) {
+		if (fr == MQC_FRAME_BAD) {
 			protocol_error(p, c, why);
 			return;
 		}
 		handle(p, c, &pk);
-		mqp__buf_consume(rx, pk.size);
+		mqc_buf_consume(rx, pk.size);
 	}
 }
 
@@ -1209,7 +1209,7 @@ void mqp__conn_io(struct mqp_pool *p, struct pconn *c, uint32_t events)
 	    &c->w, readable, events & EPOLLOUT, p->scratch, p->scratch ? MQP_SCRATCH : 0);
 	if (c->stage == STAGE_TRANSPORT && c->w.state == MQP_WIRE_OPEN)
 		send_connect(p, c);
-	if (mqp__buf_live(&c->w.rx)) {
+	if (mqc_buf_live(&c->w.rx)) {
 		c->last_rx = mqc_now_ns();
 		parse(p, c); /* what came before an EOF is read first */
 	}
@@ -1283,7 +1283,7 @@ void mqp__conn_misc(struct mqp_pool *p, struct pconn *c, uint64_t now)
 	/* The broker closes a connection silent for 1.5 keepalives: ping at three quarters of one. */
 	if (!c->ping_out
 	    && now - (c->last_tx > c->ready_at ? c->last_tx : c->ready_at) >= keepalive * 3 / 4) {
-		if (mqp__enc_pingreq(&c->w.tx) == 0) {
+		if (mqc_enc_pingreq(&c->w.tx) == 0) {
 			c->ping_out = true;
 			c->ping_sent = now;
 			c->pings_sent++; /* in the count a barrier waits on */

@@ -14,10 +14,10 @@
 #include <sys/epoll.h>
 
 #include "claims.h"
-#include "codec.h"
 #include "conn.h"
 #include "logic.h"
 #include "mqc_clock.h"
+#include "mqc_codec.h"
 
 enum { MISC_INTERVAL_MS = 1000 };
 
@@ -283,7 +283,7 @@ static void lease_op(struct mqp_pool *p, struct op *op)
 		if (p->opt.protocol != 5)
 			c->retained_ok |= retained;
 		rc = mqp__conn_subscribe(p, c, op, op->topic, op->qos,
-		    p->opt.protocol == 5 && !retained ? MQP_SUBOPT_RETAIN_NEVER : 0, c->epoch);
+		    p->opt.protocol == 5 && !retained ? MQC_SUBOPT_RETAIN_NEVER : 0, c->epoch);
 	} else {
 		atomic_fetch_add(&p->stats.publishes, 1);
 		rc = mqp__conn_publish(p, c, op);

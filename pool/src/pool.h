@@ -7,7 +7,6 @@
  *   logic.c  the pool's decisions as pure functions (logic.h)
  *   corr.c   correlation data nobody can forge (corr.h)
  *   claims.c the process's legacy reply topics: one outstanding request each (claims.h)
- *   codec.c  MQTT 5 and 3.1.1 packets as bytes, sans I/O (codec.h)
  *   wire.c   one connection's socket, TLS and buffers (wire.h)
  *   conn.c   a connection's life and its MQTT session, and completing the operations it
  *            carries (conn.h)
@@ -17,8 +16,8 @@
  *   api.c    the public calls (on an event loop's thread they go straight to io.c);
  *            create.c new, destroy, and running on an event loop
  * Each depends only on those above it in that list (stats.c on op.c and these types); the
- * layers (tests/layers_test.sh checks them): op, logic, corr, claims, codec; wire; conn; io,
- * stats; api, create.
+ * layers (tests/layers_test.sh checks them): op, logic, corr, claims; wire; conn; io,
+ * stats; api, create. MQTT's bytes are the project's codec's (common/src/mqc_codec.h).
  */
 #ifndef MQP_POOL_H
 #define MQP_POOL_H

@@ -25,7 +25,7 @@ enum {
 	READ_ROOM = 16384, /* at least this much room for each read */
 	READS_MAX = 4,     /* reads per readiness while each one fills all the room it had */
 };
-#define RX_LIMIT ((size_t)MQP_MAX_PACKET + 2 * (size_t)READ_ROOM)
+#define RX_LIMIT ((size_t)MQC_MAX_PACKET + 2 * (size_t)READ_ROOM)
 
 /* "<what> <host:port>: <detail>" in w->err. */
 static enum mqp_wire_result fail(struct mqp_wire *w, const char *what, const char *detail)
@@ -136,7 +136,7 @@ static enum mqp_wire_result take_ciphertext(struct mqp_wire *w)
 	size_t pending = BIO_ctrl_pending(w->wbio);
 	if (!pending)
 		return MQP_WIRE_OK;
-	if (mqp__buf_reserve(&w->cout, pending, RX_LIMIT) != 0)
+	if (mqc_buf_reserve(&w->cout, pending, RX_LIMIT) != 0)
 		return fail(w, "TLS to", "out of memory");
 	int n = BIO_read(w->wbio, w->cout.data + w->cout.len, (int)pending);
 	if (n > 0)
@@ -185,7 +185,7 @@ static enum mqp_wire_result connected(struct mqp_wire *w)
 static enum mqp_wire_result read_plain(struct mqp_wire *w)
 {
 	for (int i = 0; i < READS_MAX; i++) {
-		if (mqp__buf_reserve(&w->rx, READ_ROOM, RX_LIMIT) != 0)
+		if (mqc_buf_reserve(&w->rx, READ_ROOM, RX_LIMIT) != 0)
 			return fail(w, "reading from", "out of memory");
 		size_t room = w->rx.cap - w->rx.len;
 		ssize_t n = recv(w->fd, w->rx.data + w->rx.len, room, 0);
@@ -240,7 +240,7 @@ static enum mqp_wire_result read_tls(struct mqp_wire *w, unsigned char *scratch,
 		}
 	}
 	for (;;) {
-		if (mqp__buf_reserve(&w->rx, READ_ROOM, RX_LIMIT) != 0)
+		if (mqc_buf_reserve(&w->rx, READ_ROOM, RX_LIMIT) != 0)
 			return fail(w, "TLS from", "out of memory");
 		size_t room = w->rx.cap - w->rx.len;
 		ERR_clear_error();
@@ -284,7 +284,7 @@ enum mqp_wire_result mqp__wire_io(
 		return MQP_WIRE_OK;
 	if (readable)
 		rc = w->ssl ? read_tls(w, scratch, scratch_len) : read_plain(w);
-	if (rc == MQP_WIRE_OK && (writable || mqp__buf_live(&w->cout)))
+	if (rc == MQP_WIRE_OK && (writable || mqc_buf_live(&w->cout)))
 		rc = mqp__wire_flush(w);
 	if (rc == MQP_WIRE_OK)
 		rc = watch(w);
@@ -295,22 +295,22 @@ enum mqp_wire_result mqp__wire_flush(struct mqp_wire *w)
 {
 	if (w->state != MQP_WIRE_OPEN && w->state != MQP_WIRE_HANDSHAKE)
 		return MQP_WIRE_OK; /* connecting: what is queued waits */
-	if (w->ssl && w->state == MQP_WIRE_OPEN && mqp__buf_live(&w->tx)) {
+	if (w->ssl && w->state == MQP_WIRE_OPEN && mqc_buf_live(&w->tx)) {
 		/* Every packet of the turn in one TLS write (records of up to 16 KiB), then one send. */
-		size_t live = mqp__buf_live(&w->tx);
+		size_t live = mqc_buf_live(&w->tx);
 		ERR_clear_error();
 		int n = SSL_write(w->ssl, w->tx.data + w->tx.off, live > INT32_MAX ? INT32_MAX : (int)live);
 		if (n <= 0)
 			return tls_error(w, "write");
-		mqp__buf_consume(&w->tx, (size_t)n);
+		mqc_buf_consume(&w->tx, (size_t)n);
 		if (take_ciphertext(w) != MQP_WIRE_OK)
 			return MQP_WIRE_ERROR;
 	}
-	struct mqp_buf *out = w->ssl ? &w->cout : &w->tx;
-	while (mqp__buf_live(out)) {
-		ssize_t n = send(w->fd, out->data + out->off, mqp__buf_live(out), MSG_NOSIGNAL);
+	struct mqc_buf *out = w->ssl ? &w->cout : &w->tx;
+	while (mqc_buf_live(out)) {
+		ssize_t n = send(w->fd, out->data + out->off, mqc_buf_live(out), MSG_NOSIGNAL);
 		if (n > 0) {
-			mqp__buf_consume(out, (size_t)n);
+			mqc_buf_consume(out, (size_t)n);
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -319,13 +319,13 @@ enum mqp_wire_result mqp__wire_flush(struct mqp_wire *w)
 			break; /* the kernel's buffer is full: the rest goes when EPOLLOUT says so */
 		return fail(w, "writing to", strerror(n < 0 ? errno : EPIPE));
 	}
-	w->short_send = mqp__buf_live(out) > 0;
+	w->short_send = mqc_buf_live(out) > 0;
 	return watch(w);
 }
 
 bool mqp__wire_pending(const struct mqp_wire *w)
 {
-	return mqp__buf_live(&w->tx) || mqp__buf_live(&w->cout);
+	return mqc_buf_live(&w->tx) || mqc_buf_live(&w->cout);
 }
 
 void mqp__wire_quickack(const struct mqp_wire *w)
@@ -342,8 +342,8 @@ void mqp__wire_close(struct mqp_wire *w)
 	SSL_free(w->ssl); /* and its two BIOs */
 	if (w->ai)
 		freeaddrinfo(w->ai);
-	mqp__buf_free(&w->rx);
-	mqp__buf_free(&w->tx);
-	mqp__buf_free(&w->cout);
+	mqc_buf_free(&w->rx);
+	mqc_buf_free(&w->tx);
+	mqc_buf_free(&w->cout);
 	*w = (struct mqp_wire) { .fd = -1 };
 }

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codec.h"
+#include "mqc_codec.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
 typedef struct ssl_st SSL;
@@ -52,9 +52,9 @@ struct mqp_wire {
 	uint32_t events; /* what it is watched for now (EPOLLIN, EPOLLOUT; 0: not watched) */
 	SSL *ssl;        /* mqtts: decrypts rbio into rx, encrypts tx into wbio */
 	BIO *rbio, *wbio;
-	struct mqp_buf rx;             /* plaintext received: the codec frames packets from rx.off */
-	struct mqp_buf tx;             /* plaintext to send: the codec appends packets */
-	struct mqp_buf cout;           /* TLS: ciphertext not yet accepted by the kernel */
+	struct mqc_buf rx;             /* plaintext received: the codec frames packets from rx.off */
+	struct mqc_buf tx;             /* plaintext to send: the codec appends packets */
+	struct mqc_buf cout;           /* TLS: ciphertext not yet accepted by the kernel */
 	bool short_send;               /* the last send left bytes: watch for EPOLLOUT */
 	struct addrinfo *ai, *ai_next; /* while connecting: the addresses, and the next to try */
 	char where[280];               /* "host:port" for messages */

@@ -11,7 +11,6 @@ layers='0 op
 0 logic
 0 corr
 0 claims
-0 codec
 1 wire
 2 conn
 3 io

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * codec.h - the MQTT packets the pool uses, as bytes in and packets out (codec.c): no sockets,
- * no clock, no allocation but the output buffer's.
+ * mqc_codec.h - MQTT packets as bytes in and packets out (codec.c): the project's one MQTT
+ * encoder and decoder, below every part that speaks MQTT itself (the pool, mqbench's connect
+ * storm, the probe's benchmarks). No sockets, no clock, no allocation but the output buffer's.
+ * Static and hidden in the libraries that link it: libmqttpool's ABI does not show it.
  *
- * Why the pool carries its own: libmosquitto 2.0 (Debian 12's) reads a packet in three or four
+ * Why the project carries its own: libmosquitto 2.0 (Debian 12's) reads a packet in three or four
  * read(2)s (the type byte, each remaining-length byte, the body), writes a byte to an internal
  * socketpair for every packet it queues and sends every packet in a send of its own. A pooled
  * request then costs about seven system calls where the wire needs one send and a share of one
@@ -17,8 +19,8 @@
  * its packet, a property repeated that may appear once, a string that is not UTF-8 - each is
  * malformed, with a reason, and the connection is closed (codec_test.c, fuzz_codec.c).
  */
-#ifndef MQP_CODEC_H
-#define MQP_CODEC_H
+#ifndef MQC_CODEC_H
+#define MQC_CODEC_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -26,56 +28,56 @@
 
 /* Packet types (the high nibble of the first byte). */
 enum {
-	MQP_CONNECT = 1,
-	MQP_CONNACK = 2,
-	MQP_PUBLISH = 3,
-	MQP_PUBACK = 4,
-	MQP_PUBREC = 5,
-	MQP_PUBREL = 6,
-	MQP_PUBCOMP = 7,
-	MQP_SUBSCRIBE = 8,
-	MQP_SUBACK = 9,
-	MQP_UNSUBSCRIBE = 10,
-	MQP_UNSUBACK = 11,
-	MQP_PINGREQ = 12,
-	MQP_PINGRESP = 13,
-	MQP_DISCONNECT = 14,
+	MQC_CONNECT = 1,
+	MQC_CONNACK = 2,
+	MQC_PUBLISH = 3,
+	MQC_PUBACK = 4,
+	MQC_PUBREC = 5,
+	MQC_PUBREL = 6,
+	MQC_PUBCOMP = 7,
+	MQC_SUBSCRIBE = 8,
+	MQC_SUBACK = 9,
+	MQC_UNSUBSCRIBE = 10,
+	MQC_UNSUBACK = 11,
+	MQC_PINGREQ = 12,
+	MQC_PINGRESP = 13,
+	MQC_DISCONNECT = 14,
 };
 
 /* The largest packet the pool sends or accepts: a 256 MiB payload (the publish limit) and room
  * for its topic and properties. It is the Maximum Packet Size of the pool's CONNECT. */
-#define MQP_MAX_PACKET ((uint32_t)(256u << 20) + 65536u)
+#define MQC_MAX_PACKET ((uint32_t)(256u << 20) + 65536u)
 
 /* Subscription options (MQTT 5). */
-#define MQP_SUBOPT_NO_LOCAL     0x04
-#define MQP_SUBOPT_RETAIN_NEVER 0x20
+#define MQC_SUBOPT_NO_LOCAL     0x04
+#define MQC_SUBOPT_RETAIN_NEVER 0x20
 
 /* --- a byte buffer ------------------------------------------------------------------------ */
 
 /* Bytes [off, len) are live: a receive buffer parses from off, a send buffer sends from off. */
-struct mqp_buf {
+struct mqc_buf {
 	unsigned char *data;
 	size_t off, len, cap;
 };
 
 /* Room for `more` bytes after len (moving the live bytes to the front first). -1: out of memory
  * or past limit (the live bytes plus more). */
-int mqp__buf_reserve(struct mqp_buf *b, size_t more, size_t limit);
+int mqc_buf_reserve(struct mqc_buf *b, size_t more, size_t limit);
 /* Drop the first n live bytes. */
-void mqp__buf_consume(struct mqp_buf *b, size_t n);
+void mqc_buf_consume(struct mqc_buf *b, size_t n);
 /* Live bytes. */
-static inline size_t mqp__buf_live(const struct mqp_buf *b)
+static inline size_t mqc_buf_live(const struct mqc_buf *b)
 {
 	return b->len - b->off;
 }
-void mqp__buf_free(struct mqp_buf *b);
+void mqc_buf_free(struct mqc_buf *b);
 
 /* --- encoding: each appends one whole packet to b, or nothing ----------------------------- */
 
 /* Every encoder returns 0, or -1 when a value cannot be encoded (a string over 65,535 bytes,
- * a packet over MQP_MAX_PACKET) or memory runs out; b is then as it was. */
+ * a packet over MQC_MAX_PACKET) or memory runs out; b is then as it was. */
 
-struct mqp_connect {
+struct mqc_connect {
 	int protocol; /* 5 or 4 (3.1.1) */
 	const char *client_id;
 	const char *username; /* NULL: none */
@@ -84,10 +86,10 @@ struct mqp_connect {
 	uint16_t receive_max; /* MQTT 5: the QoS 1 and 2 publishes the broker may have unacked */
 	uint32_t max_packet;  /* MQTT 5: the largest packet we accept */
 };
-int mqp__enc_connect(struct mqp_buf *b, const struct mqp_connect *c);
+int mqc_enc_connect(struct mqc_buf *b, const struct mqc_connect *c);
 
 /* MQTT 5 properties of an outgoing PUBLISH; every field optional (NULL / 0 / false). */
-struct mqp_pub_props {
+struct mqc_pub_props {
 	const char *response_topic;
 	const void *corr;
 	uint16_t corr_len;
@@ -96,26 +98,26 @@ struct mqp_pub_props {
 };
 /* mid: the packet identifier for QoS 1 and 2 (ignored at QoS 0). props: MQTT 5 only (NULL:
  * none). */
-int mqp__enc_publish(struct mqp_buf *b, int protocol, const char *topic, int qos, bool retain,
-    uint16_t mid, const struct mqp_pub_props *props, const void *payload, size_t len);
-/* One filter. options: MQP_SUBOPT_* (MQTT 5); sub_id: MQTT 5 Subscription Identifier, 0 none. */
-int mqp__enc_subscribe(struct mqp_buf *b, int protocol, uint16_t mid, const char *filter, int qos,
+int mqc_enc_publish(struct mqc_buf *b, int protocol, const char *topic, int qos, bool retain,
+    uint16_t mid, const struct mqc_pub_props *props, const void *payload, size_t len);
+/* One filter. options: MQC_SUBOPT_* (MQTT 5); sub_id: MQTT 5 Subscription Identifier, 0 none. */
+int mqc_enc_subscribe(struct mqc_buf *b, int protocol, uint16_t mid, const char *filter, int qos,
     int options, uint32_t sub_id);
-int mqp__enc_unsubscribe(struct mqp_buf *b, int protocol, uint16_t mid, const char *filter);
+int mqc_enc_unsubscribe(struct mqc_buf *b, int protocol, uint16_t mid, const char *filter);
 /* PUBACK, PUBREC, PUBREL or PUBCOMP for mid, success (no reason code: both protocols). */
-int mqp__enc_ack(struct mqp_buf *b, int type, uint16_t mid);
-int mqp__enc_pingreq(struct mqp_buf *b);
+int mqc_enc_ack(struct mqc_buf *b, int type, uint16_t mid);
+int mqc_enc_pingreq(struct mqc_buf *b);
 /* MQTT 5: with a reason code (0: normal disconnection); 3.1.1: none. */
-int mqp__enc_disconnect(struct mqp_buf *b, int protocol, uint8_t reason);
+int mqc_enc_disconnect(struct mqc_buf *b, int protocol, uint8_t reason);
 
 /* --- decoding ----------------------------------------------------------------------------- */
 
 /* Why a packet is malformed: a static string for logs and counters ("remaining length over four
  * bytes", ...). NULL: it is not. */
-typedef const char *mqp_malformed;
+typedef const char *mqc_malformed;
 
 /* One framed packet: its first byte and its body (a view into the buffer). */
-struct mqp_packet {
+struct mqc_packet {
 	uint8_t type;  /* high nibble */
 	uint8_t flags; /* low nibble */
 	const unsigned char *body;
@@ -123,20 +125,20 @@ struct mqp_packet {
 	size_t size; /* fixed header + body */
 };
 
-enum mqp_frame_result { MQP_FRAME_OK, MQP_FRAME_MORE, MQP_FRAME_BAD };
-/* The first packet of data[0, len): MQP_FRAME_OK with *out; MQP_FRAME_MORE when it is not all
- * there yet; MQP_FRAME_BAD with *why (a remaining length over four bytes, or a packet over
+enum mqc_frame_result { MQC_FRAME_OK, MQC_FRAME_MORE, MQC_FRAME_BAD };
+/* The first packet of data[0, len): MQC_FRAME_OK with *out; MQC_FRAME_MORE when it is not all
+ * there yet; MQC_FRAME_BAD with *why (a remaining length over four bytes, or a packet over
  * max_packet). */
-enum mqp_frame_result mqp__frame(const unsigned char *data, size_t len, size_t max_packet,
-    struct mqp_packet *out, mqp_malformed *why);
+enum mqc_frame_result mqc_frame(const unsigned char *data, size_t len, size_t max_packet,
+    struct mqc_packet *out, mqc_malformed *why);
 
 /* A UTF-8 string inside a packet (not NUL-terminated). */
-struct mqp_str {
+struct mqc_str {
 	const char *p;
 	uint16_t len;
 };
 
-struct mqp_connack {
+struct mqc_connack {
 	bool session_present;
 	uint8_t code;   /* MQTT 5 reason code, or the 3.1.1 return code when v311_form */
 	bool v311_form; /* a 3.1.1-shaped CONNACK (two bytes): the answer of a broker that does not
@@ -149,16 +151,16 @@ struct mqp_connack {
 	bool sub_ids_available;    /* true */
 	bool has_server_keepalive; /* with server_keepalive */
 	uint16_t server_keepalive;
-	struct mqp_str assigned_id; /* len 0: none */
-	struct mqp_str reason;      /* Reason String; len 0: none */
+	struct mqc_str assigned_id; /* len 0: none */
+	struct mqc_str reason;      /* Reason String; len 0: none */
 };
-mqp_malformed mqp__dec_connack(const struct mqp_packet *pk, int protocol, struct mqp_connack *out);
+mqc_malformed mqc_dec_connack(const struct mqc_packet *pk, int protocol, struct mqc_connack *out);
 
 /* The subscription identifiers one PUBLISH may carry that the pool looks at. */
-#define MQP_PUB_SUB_IDS 4
+#define MQC_PUB_SUB_IDS 4
 
-struct mqp_publish {
-	struct mqp_str topic;
+struct mqc_publish {
+	struct mqc_str topic;
 	int qos;
 	bool retain, dup;
 	uint16_t mid; /* 0 at QoS 0 */
@@ -168,35 +170,35 @@ struct mqp_publish {
 	const unsigned char *corr; /* NULL: none */
 	uint16_t corr_len;
 	unsigned n_sub_ids; /* how many Subscription Identifiers it carried; the first few in: */
-	uint32_t sub_ids[MQP_PUB_SUB_IDS];
+	uint32_t sub_ids[MQC_PUB_SUB_IDS];
 };
-mqp_malformed mqp__dec_publish(const struct mqp_packet *pk, int protocol, struct mqp_publish *out);
+mqc_malformed mqc_dec_publish(const struct mqc_packet *pk, int protocol, struct mqc_publish *out);
 
 /* PUBACK, PUBREC, PUBREL, PUBCOMP. */
-struct mqp_ack {
+struct mqc_ack {
 	uint16_t mid;
 	uint8_t reason; /* MQTT 5; 0 when absent and always in 3.1.1 */
 };
-mqp_malformed mqp__dec_ack(const struct mqp_packet *pk, int protocol, struct mqp_ack *out);
+mqc_malformed mqc_dec_ack(const struct mqc_packet *pk, int protocol, struct mqc_ack *out);
 
 /* SUBACK and UNSUBACK: a return or reason code per filter (3.1.1 UNSUBACK has none). */
-struct mqp_suback {
+struct mqc_suback {
 	uint16_t mid;
 	const unsigned char *codes;
 	size_t count;
 };
-mqp_malformed mqp__dec_suback(const struct mqp_packet *pk, int protocol, struct mqp_suback *out);
+mqc_malformed mqc_dec_suback(const struct mqc_packet *pk, int protocol, struct mqc_suback *out);
 
 /* A DISCONNECT from the broker (MQTT 5 only). */
-struct mqp_disconnect {
+struct mqc_disconnect {
 	uint8_t reason;
-	struct mqp_str text; /* Reason String; len 0: none */
+	struct mqc_str text; /* Reason String; len 0: none */
 };
-mqp_malformed mqp__dec_disconnect(
-    const struct mqp_packet *pk, int protocol, struct mqp_disconnect *out);
+mqc_malformed mqc_dec_disconnect(
+    const struct mqc_packet *pk, int protocol, struct mqc_disconnect *out);
 
 /* Whether s[0, len) is well-formed UTF-8 without U+0000 (MQTT's rule for every string). */
-bool mqp__utf8_valid(const char *s, size_t len);
+bool mqc_utf8_valid(const char *s, size_t len);
 
 /* (Reason and return codes in words: mqc_mqtt_connack_text and mqc_mqtt_reason_text in
  * common/src/mqc_mqtt.h, which every tool shares.) */

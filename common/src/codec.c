@@ -3,14 +3,14 @@
  * codec.c - MQTT 5 and 3.1.1 packets as bytes (codec.h). Every read is checked against the end
  * of its packet before it happens; every write against the room reserved for it.
  */
-#include "codec.h"
+#include "mqc_codec.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 /* --- the byte buffer ---------------------------------------------------------------------- */
 
-int mqp__buf_reserve(struct mqp_buf *b, size_t more, size_t limit)
+int mqc_buf_reserve(struct mqc_buf *b, size_t more, size_t limit)
 {
 	size_t live = b->len - b->off;
 	if (more > limit || live > limit - more)
@@ -35,17 +35,17 @@ int mqp__buf_reserve(struct mqp_buf *b, size_t more, size_t limit)
 	return 0;
 }
 
-void mqp__buf_consume(struct mqp_buf *b, size_t n)
+void mqc_buf_consume(struct mqc_buf *b, size_t n)
 {
 	b->off += n;
 	if (b->off >= b->len)
 		b->off = b->len = 0; /* empty: start at the front again */
 }
 
-void mqp__buf_free(struct mqp_buf *b)
+void mqc_buf_free(struct mqc_buf *b)
 {
 	free(b->data);
-	*b = (struct mqp_buf) { 0 };
+	*b = (struct mqc_buf) { 0 };
 }
 
 /* --- writing ------------------------------------------------------------------------------ */
@@ -122,12 +122,12 @@ static void put_str(struct writer *w, const char *s)
 
 /* Encode one packet: the body's size is known first (computed by the caller), so the fixed
  * header goes straight in front of it and nothing moves. */
-static int begin(struct mqp_buf *b, struct writer *w, unsigned first, size_t body)
+static int begin(struct mqc_buf *b, struct writer *w, unsigned first, size_t body)
 {
-	if (body > MQP_MAX_PACKET)
+	if (body > MQC_MAX_PACKET)
 		return -1;
 	size_t total = 1 + varint_size(body) + body;
-	if (mqp__buf_reserve(b, total, (size_t)MQP_MAX_PACKET + 8) != 0)
+	if (mqc_buf_reserve(b, total, (size_t)MQC_MAX_PACKET + 8) != 0)
 		return -1;
 	*w = (struct writer) { .p = b->data + b->len, .cap = total };
 	put_u8(w, first);
@@ -135,7 +135,7 @@ static int begin(struct mqp_buf *b, struct writer *w, unsigned first, size_t bod
 	return 0;
 }
 
-static int commit(struct mqp_buf *b, const struct writer *w)
+static int commit(struct mqc_buf *b, const struct writer *w)
 {
 	if (w->bad || w->n != w->cap)
 		return -1; /* b->len untouched: the packet never happened */
@@ -148,7 +148,7 @@ static size_t str_size(const char *s)
 	return 2 + strlen(s);
 }
 
-int mqp__enc_connect(struct mqp_buf *b, const struct mqp_connect *c)
+int mqc_enc_connect(struct mqc_buf *b, const struct mqc_connect *c)
 {
 	bool v5 = c->protocol == 5;
 	if (!c->client_id || strlen(c->client_id) > 65535
@@ -160,7 +160,7 @@ int mqp__enc_connect(struct mqp_buf *b, const struct mqp_connect *c)
 	size_t body = 6 + 1 + 1 + 2 + (v5 ? varint_size(props) + props : 0) + str_size(c->client_id)
 	    + (c->username ? str_size(c->username) : 0) + (c->password ? str_size(c->password) : 0);
 	struct writer w;
-	if (begin(b, &w, MQP_CONNECT << 4, body) != 0)
+	if (begin(b, &w, MQC_CONNECT << 4, body) != 0)
 		return -1;
 	put_str(&w, "MQTT");
 	put_u8(&w, v5 ? 5 : 4);
@@ -187,8 +187,8 @@ int mqp__enc_connect(struct mqp_buf *b, const struct mqp_connect *c)
 	return commit(b, &w);
 }
 
-int mqp__enc_publish(struct mqp_buf *b, int protocol, const char *topic, int qos, bool retain,
-    uint16_t mid, const struct mqp_pub_props *pp, const void *payload, size_t len)
+int mqc_enc_publish(struct mqc_buf *b, int protocol, const char *topic, int qos, bool retain,
+    uint16_t mid, const struct mqc_pub_props *pp, const void *payload, size_t len)
 {
 	bool v5 = protocol == 5;
 	if (qos < 0 || qos > 2 || (qos && !mid) || strlen(topic) > 65535)
@@ -202,11 +202,11 @@ int mqp__enc_publish(struct mqp_buf *b, int protocol, const char *topic, int qos
 		if (pp->has_expiry)
 			props += 5;
 	}
-	if (len > MQP_MAX_PACKET)
+	if (len > MQC_MAX_PACKET)
 		return -1;
 	size_t body = str_size(topic) + (qos ? 2 : 0) + (v5 ? varint_size(props) + props : 0) + len;
 	struct writer w;
-	if (begin(b, &w, (unsigned)(MQP_PUBLISH << 4 | qos << 1 | (retain ? 1 : 0)), body) != 0)
+	if (begin(b, &w, (unsigned)(MQC_PUBLISH << 4 | qos << 1 | (retain ? 1 : 0)), body) != 0)
 		return -1;
 	put_str(&w, topic);
 	if (qos)
@@ -230,7 +230,7 @@ int mqp__enc_publish(struct mqp_buf *b, int protocol, const char *topic, int qos
 	return commit(b, &w);
 }
 
-int mqp__enc_subscribe(struct mqp_buf *b, int protocol, uint16_t mid, const char *filter, int qos,
+int mqc_enc_subscribe(struct mqc_buf *b, int protocol, uint16_t mid, const char *filter, int qos,
     int options, uint32_t sub_id)
 {
 	bool v5 = protocol == 5;
@@ -239,7 +239,7 @@ int mqp__enc_subscribe(struct mqp_buf *b, int protocol, uint16_t mid, const char
 	size_t props = v5 && sub_id ? 1 + varint_size(sub_id) : 0;
 	size_t body = 2 + (v5 ? varint_size(props) + props : 0) + str_size(filter) + 1;
 	struct writer w;
-	if (begin(b, &w, MQP_SUBSCRIBE << 4 | 0x2, body) != 0)
+	if (begin(b, &w, MQC_SUBSCRIBE << 4 | 0x2, body) != 0)
 		return -1;
 	put_u16(&w, mid);
 	if (v5) {
@@ -254,14 +254,14 @@ int mqp__enc_subscribe(struct mqp_buf *b, int protocol, uint16_t mid, const char
 	return commit(b, &w);
 }
 
-int mqp__enc_unsubscribe(struct mqp_buf *b, int protocol, uint16_t mid, const char *filter)
+int mqc_enc_unsubscribe(struct mqc_buf *b, int protocol, uint16_t mid, const char *filter)
 {
 	bool v5 = protocol == 5;
 	if (!mid || strlen(filter) > 65535)
 		return -1;
 	size_t body = 2 + (v5 ? 1 : 0) + str_size(filter);
 	struct writer w;
-	if (begin(b, &w, MQP_UNSUBSCRIBE << 4 | 0x2, body) != 0)
+	if (begin(b, &w, MQC_UNSUBSCRIBE << 4 | 0x2, body) != 0)
 		return -1;
 	put_u16(&w, mid);
 	if (v5)
@@ -270,31 +270,31 @@ int mqp__enc_unsubscribe(struct mqp_buf *b, int protocol, uint16_t mid, const ch
 	return commit(b, &w);
 }
 
-int mqp__enc_ack(struct mqp_buf *b, int type, uint16_t mid)
+int mqc_enc_ack(struct mqc_buf *b, int type, uint16_t mid)
 {
-	if (type < MQP_PUBACK || type > MQP_PUBCOMP || !mid)
+	if (type < MQC_PUBACK || type > MQC_PUBCOMP || !mid)
 		return -1;
 	struct writer w;
 	/* PUBREL's flags are 0010; success needs no reason code in either protocol */
-	if (begin(b, &w, (unsigned)(type << 4 | (type == MQP_PUBREL ? 0x2 : 0)), 2) != 0)
+	if (begin(b, &w, (unsigned)(type << 4 | (type == MQC_PUBREL ? 0x2 : 0)), 2) != 0)
 		return -1;
 	put_u16(&w, mid);
 	return commit(b, &w);
 }
 
-int mqp__enc_pingreq(struct mqp_buf *b)
+int mqc_enc_pingreq(struct mqc_buf *b)
 {
 	struct writer w;
-	if (begin(b, &w, MQP_PINGREQ << 4, 0) != 0)
+	if (begin(b, &w, MQC_PINGREQ << 4, 0) != 0)
 		return -1;
 	return commit(b, &w);
 }
 
-int mqp__enc_disconnect(struct mqp_buf *b, int protocol, uint8_t reason)
+int mqc_enc_disconnect(struct mqc_buf *b, int protocol, uint8_t reason)
 {
 	bool v5 = protocol == 5 && reason != 0; /* normal disconnection needs no body */
 	struct writer w;
-	if (begin(b, &w, MQP_DISCONNECT << 4, v5 ? 1 : 0) != 0)
+	if (begin(b, &w, MQC_DISCONNECT << 4, v5 ? 1 : 0) != 0)
 		return -1;
 	if (v5)
 		put_u8(&w, reason);
@@ -303,19 +303,19 @@ int mqp__enc_disconnect(struct mqp_buf *b, int protocol, uint8_t reason)
 
 /* --- reading ------------------------------------------------------------------------------ */
 
-enum mqp_frame_result mqp__frame(const unsigned char *data, size_t len, size_t max_packet,
-    struct mqp_packet *out, mqp_malformed *why)
+enum mqc_frame_result mqc_frame(const unsigned char *data, size_t len, size_t max_packet,
+    struct mqc_packet *out, mqc_malformed *why)
 {
 	if (len < 2)
-		return MQP_FRAME_MORE;
+		return MQC_FRAME_MORE;
 	size_t body = 0, i = 1;
 	for (unsigned shift = 0;; shift += 7, i++) {
 		if (i > 4) {
 			*why = "remaining length over four bytes";
-			return MQP_FRAME_BAD;
+			return MQC_FRAME_BAD;
 		}
 		if (i >= len)
-			return MQP_FRAME_MORE;
+			return MQC_FRAME_MORE;
 		body |= (size_t)(data[i] & 0x7f) << shift;
 		if (!(data[i] & 0x80))
 			break;
@@ -323,24 +323,24 @@ enum mqp_frame_result mqp__frame(const unsigned char *data, size_t len, size_t m
 	size_t header = i + 1;
 	if (body > max_packet || header + body > max_packet) {
 		*why = "a packet larger than the Maximum Packet Size the pool gave";
-		return MQP_FRAME_BAD;
+		return MQC_FRAME_BAD;
 	}
 	if (len - header < body)
-		return MQP_FRAME_MORE;
-	*out = (struct mqp_packet) {
+		return MQC_FRAME_MORE;
+	*out = (struct mqc_packet) {
 		.type = data[0] >> 4,
 		.flags = data[0] & 0x0f,
 		.body = data + header,
 		.body_len = body,
 		.size = header + body,
 	};
-	return MQP_FRAME_OK;
+	return MQC_FRAME_OK;
 }
 
 /* A reader over one packet's body: every get checks the end first. */
 struct reader {
 	const unsigned char *p, *end;
-	mqp_malformed bad;
+	mqc_malformed bad;
 };
 
 static size_t left(const struct reader *r)
@@ -398,10 +398,10 @@ static uint32_t get_varint(struct reader *r)
 	return 0;
 }
 
-static struct mqp_str get_bin(struct reader *r)
+static struct mqc_str get_bin(struct reader *r)
 {
 	uint16_t n = get_u16(r);
-	struct mqp_str s = { 0 };
+	struct mqc_str s = { 0 };
 	if (!need(r, n, "a string or binary value runs past its packet"))
 		return s;
 	s.p = (const char *)r->p;
@@ -410,15 +410,15 @@ static struct mqp_str get_bin(struct reader *r)
 	return s;
 }
 
-static struct mqp_str get_str(struct reader *r)
+static struct mqc_str get_str(struct reader *r)
 {
-	struct mqp_str s = get_bin(r);
-	if (!r->bad && !mqp__utf8_valid(s.p, s.len))
+	struct mqc_str s = get_bin(r);
+	if (!r->bad && !mqc_utf8_valid(s.p, s.len))
 		r->bad = "a string that is not UTF-8";
 	return s;
 }
 
-bool mqp__utf8_valid(const char *s, size_t len)
+bool mqc_utf8_valid(const char *s, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)s, *end = p + len;
 	while (p < end) {
@@ -456,7 +456,7 @@ bool mqp__utf8_valid(const char *s, size_t len)
 struct prop {
 	uint8_t id;
 	uint32_t num;       /* byte, two- and four-byte integers, variable byte integer */
-	struct mqp_str str; /* strings and binary data; a user property's value */
+	struct mqc_str str; /* strings and binary data; a user property's value */
 };
 
 /* The next property of a property block (r ends where the block ends); false at the end or
@@ -542,9 +542,9 @@ static bool once(struct reader *r, uint64_t *seen, uint8_t id)
 	return true;
 }
 
-mqp_malformed mqp__dec_connack(const struct mqp_packet *pk, int protocol, struct mqp_connack *out)
+mqc_malformed mqc_dec_connack(const struct mqc_packet *pk, int protocol, struct mqc_connack *out)
 {
-	*out = (struct mqp_connack) {
+	*out = (struct mqc_connack) {
 		.receive_max = 65535,
 		.max_qos = 2,
 		.retain_available = true,
@@ -611,9 +611,9 @@ mqp_malformed mqp__dec_connack(const struct mqp_packet *pk, int protocol, struct
 	return left(&r) ? "bytes after CONNACK's properties" : NULL;
 }
 
-mqp_malformed mqp__dec_publish(const struct mqp_packet *pk, int protocol, struct mqp_publish *out)
+mqc_malformed mqc_dec_publish(const struct mqc_packet *pk, int protocol, struct mqc_publish *out)
 {
-	*out = (struct mqp_publish) {
+	*out = (struct mqc_publish) {
 		.qos = (pk->flags >> 1) & 3,
 		.retain = pk->flags & 1,
 		.dup = (pk->flags & 8) != 0,
@@ -639,7 +639,7 @@ mqp_malformed mqp__dec_publish(const struct mqp_packet *pk, int protocol, struct
 				out->corr = (const unsigned char *)p.str.p;
 				out->corr_len = p.str.len;
 			} else if (p.id == 0x0B) {
-				if (out->n_sub_ids < MQP_PUB_SUB_IDS)
+				if (out->n_sub_ids < MQC_PUB_SUB_IDS)
 					out->sub_ids[out->n_sub_ids] = p.num;
 				out->n_sub_ids++;
 			} else if (p.id == 0x23) {
@@ -659,7 +659,7 @@ mqp_malformed mqp__dec_publish(const struct mqp_packet *pk, int protocol, struct
 }
 
 /* A reason code and properties after the packet identifier (MQTT 5, both optional). */
-static mqp_malformed reason_tail(struct reader *r, int protocol, uint8_t *reason)
+static mqc_malformed reason_tail(struct reader *r, int protocol, uint8_t *reason)
 {
 	*reason = 0;
 	if (protocol != 5 || left(r) == 0)
@@ -677,10 +677,10 @@ static mqp_malformed reason_tail(struct reader *r, int protocol, uint8_t *reason
 	return left(r) ? "bytes after an acknowledgement's properties" : NULL;
 }
 
-mqp_malformed mqp__dec_ack(const struct mqp_packet *pk, int protocol, struct mqp_ack *out)
+mqc_malformed mqc_dec_ack(const struct mqc_packet *pk, int protocol, struct mqc_ack *out)
 {
-	*out = (struct mqp_ack) { 0 };
-	if (pk->flags != (pk->type == MQP_PUBREL ? 2 : 0))
+	*out = (struct mqc_ack) { 0 };
+	if (pk->flags != (pk->type == MQC_PUBREL ? 2 : 0))
 		return "an acknowledgement with the wrong flags";
 	struct reader r = { .p = pk->body, .end = pk->body + pk->body_len };
 	out->mid = get_u16(&r);
@@ -691,9 +691,9 @@ mqp_malformed mqp__dec_ack(const struct mqp_packet *pk, int protocol, struct mqp
 	return reason_tail(&r, protocol, &out->reason);
 }
 
-mqp_malformed mqp__dec_suback(const struct mqp_packet *pk, int protocol, struct mqp_suback *out)
+mqc_malformed mqc_dec_suback(const struct mqc_packet *pk, int protocol, struct mqc_suback *out)
 {
-	*out = (struct mqp_suback) { 0 };
+	*out = (struct mqc_suback) { 0 };
 	if (pk->flags)
 		return "SUBACK or UNSUBACK with flags";
 	struct reader r = { .p = pk->body, .end = pk->body + pk->body_len };
@@ -711,15 +711,15 @@ mqp_malformed mqp__dec_suback(const struct mqp_packet *pk, int protocol, struct 
 		return r.bad;
 	out->codes = r.p;
 	out->count = left(&r);
-	if (pk->type == MQP_SUBACK && out->count == 0)
+	if (pk->type == MQC_SUBACK && out->count == 0)
 		return "SUBACK without a return code";
 	return NULL;
 }
 
-mqp_malformed mqp__dec_disconnect(
-    const struct mqp_packet *pk, int protocol, struct mqp_disconnect *out)
+mqc_malformed mqc_dec_disconnect(
+    const struct mqc_packet *pk, int protocol, struct mqc_disconnect *out)
 {
-	*out = (struct mqp_disconnect) { 0 };
+	*out = (struct mqc_disconnect) { 0 };
 	if (pk->flags)
 		return "DISCONNECT with flags";
 	if (protocol != 5)

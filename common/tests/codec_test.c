@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * codec_test.c - the pool's MQTT codec (src/codec.c) against bytes written out by hand from the
+ * codec_test.c - the MQTT codec (common/src/codec.c) against bytes written out by hand from the
  * MQTT 5 and 3.1.1 specifications, and every kind of malformed packet the decoders refuse.
  */
 #include <setjmp.h>
@@ -12,23 +12,23 @@
 
 #include <cmocka.h>
 
-#include "codec.h"
+#include "mqc_codec.h"
 
 #define BYTES(...) ((const unsigned char[]) { __VA_ARGS__ })
 #define LEN(...)   sizeof((const unsigned char[]) { __VA_ARGS__ })
 
-static void assert_bytes(const struct mqp_buf *b, const unsigned char *want, size_t len)
+static void assert_bytes(const struct mqc_buf *b, const unsigned char *want, size_t len)
 {
-	assert_int_equal(mqp__buf_live(b), len);
+	assert_int_equal(mqc_buf_live(b), len);
 	assert_memory_equal(b->data + b->off, want, len);
 }
 
 /* Frame the one packet in data; it must be exactly all of data. */
-static struct mqp_packet frame(const unsigned char *data, size_t len)
+static struct mqc_packet frame(const unsigned char *data, size_t len)
 {
-	struct mqp_packet pk;
-	mqp_malformed why = NULL;
-	assert_int_equal(mqp__frame(data, len, MQP_MAX_PACKET, &pk, &why), MQP_FRAME_OK);
+	struct mqc_packet pk;
+	mqc_malformed why = NULL;
+	assert_int_equal(mqc_frame(data, len, MQC_MAX_PACKET, &pk, &why), MQC_FRAME_OK);
 	assert_int_equal(pk.size, len);
 	return pk;
 }
@@ -36,48 +36,48 @@ static struct mqp_packet frame(const unsigned char *data, size_t len)
 static void connect_v5_and_311(void **state)
 {
 	(void)state;
-	struct mqp_buf b = { 0 };
-	struct mqp_connect c = { .protocol = 5,
+	struct mqc_buf b = { 0 };
+	struct mqc_connect c = { .protocol = 5,
 		.client_id = "c1",
 		.username = "u",
 		.password = "p",
 		.keepalive_s = 30,
 		.receive_max = 100,
 		.max_packet = 1024 };
-	assert_int_equal(mqp__enc_connect(&b, &c), 0);
+	assert_int_equal(mqc_enc_connect(&b, &c), 0);
 	assert_bytes(&b,
 	    BYTES(0x10, 32, 0, 4, 'M', 'Q', 'T', 'T', 5, 0xC2, 0, 30, /* properties: 11 bytes */
 	        11, 0x21, 0, 100, 0x27, 0, 0, 4, 0, 0x22, 0, 0, 0, 2, 'c', '1', 0, 1, 'u', 0, 1, 'p'),
 	    LEN(0x10, 32, 0, 4, 'M', 'Q', 'T', 'T', 5, 0xC2, 0, 30, 11, 0x21, 0, 100, 0x27, 0, 0, 4, 0,
 	        0x22, 0, 0, 0, 2, 'c', '1', 0, 1, 'u', 0, 1, 'p'));
-	mqp__buf_free(&b);
-	c = (struct mqp_connect) { .protocol = 4, .client_id = "c1", .keepalive_s = 5 };
-	assert_int_equal(mqp__enc_connect(&b, &c), 0);
+	mqc_buf_free(&b);
+	c = (struct mqc_connect) { .protocol = 4, .client_id = "c1", .keepalive_s = 5 };
+	assert_int_equal(mqc_enc_connect(&b, &c), 0);
 	assert_bytes(&b, BYTES(0x10, 14, 0, 4, 'M', 'Q', 'T', 'T', 4, 0x02, 0, 5, 0, 2, 'c', '1'),
 	    LEN(0x10, 14, 0, 4, 'M', 'Q', 'T', 'T', 4, 0x02, 0, 5, 0, 2, 'c', '1'));
-	mqp__buf_free(&b);
+	mqc_buf_free(&b);
 }
 
 static void publish_with_properties_roundtrips(void **state)
 {
 	(void)state;
-	struct mqp_buf b = { 0 };
+	struct mqc_buf b = { 0 };
 	unsigned char corr[16];
 	for (int i = 0; i < 16; i++)
 		corr[i] = (unsigned char)(0xA0 + i);
-	struct mqp_pub_props pp = { .response_topic = "in/x",
+	struct mqc_pub_props pp = { .response_topic = "in/x",
 		.corr = corr,
 		.corr_len = sizeof corr,
 		.has_expiry = true,
 		.expiry_s = 5 };
-	assert_int_equal(mqp__enc_publish(&b, 5, "d/1/c", 1, false, 7, &pp, "hi", 2), 0);
+	assert_int_equal(mqc_enc_publish(&b, 5, "d/1/c", 1, false, 7, &pp, "hi", 2), 0);
 	/* type 3, QoS 1; topic, id 7, properties 5 + 7 + 19 = 31, payload */
 	unsigned char head[] = { 0x32, 2 + 5 + 2 + 1 + 31 + 2, 0, 5, 'd', '/', '1', '/', 'c', 0, 7, 31,
 		0x02, 0, 0, 0, 5, 0x08, 0, 4, 'i', 'n', '/', 'x', 0x09, 0, 16 };
 	assert_memory_equal(b.data, head, sizeof head);
-	struct mqp_packet pk = frame(b.data, mqp__buf_live(&b));
-	struct mqp_publish m;
-	assert_null(mqp__dec_publish(&pk, 5, &m));
+	struct mqc_packet pk = frame(b.data, mqc_buf_live(&b));
+	struct mqc_publish m;
+	assert_null(mqc_dec_publish(&pk, 5, &m));
 	assert_int_equal(m.qos, 1);
 	assert_int_equal(m.mid, 7);
 	assert_int_equal(m.topic.len, 5);
@@ -86,43 +86,43 @@ static void publish_with_properties_roundtrips(void **state)
 	assert_memory_equal(m.corr, corr, 16);
 	assert_int_equal(m.len, 2);
 	assert_memory_equal(m.payload, "hi", 2);
-	mqp__buf_free(&b);
+	mqc_buf_free(&b);
 	/* 3.1.1: no properties, QoS 0 has no packet identifier */
-	assert_int_equal(mqp__enc_publish(&b, 4, "t", 0, true, 0, &pp, "x", 1), 0);
+	assert_int_equal(mqc_enc_publish(&b, 4, "t", 0, true, 0, &pp, "x", 1), 0);
 	assert_bytes(&b, BYTES(0x31, 4, 0, 1, 't', 'x'), 6);
 	pk = frame(b.data, 6);
-	assert_null(mqp__dec_publish(&pk, 4, &m));
+	assert_null(mqc_dec_publish(&pk, 4, &m));
 	assert_true(m.retain);
 	assert_null(m.corr);
-	mqp__buf_free(&b);
+	mqc_buf_free(&b);
 }
 
 static void subscribe_unsubscribe_acks_ping_disconnect(void **state)
 {
 	(void)state;
-	struct mqp_buf b = { 0 };
+	struct mqc_buf b = { 0 };
 	assert_int_equal(
-	    mqp__enc_subscribe(&b, 5, 9, "a/#", 1, MQP_SUBOPT_NO_LOCAL | MQP_SUBOPT_RETAIN_NEVER, 300),
+	    mqc_enc_subscribe(&b, 5, 9, "a/#", 1, MQC_SUBOPT_NO_LOCAL | MQC_SUBOPT_RETAIN_NEVER, 300),
 	    0);
 	/* id 9, properties: 0x0B varint 300 = 0xAC 0x02, filter, options 0x25 */
 	assert_bytes(&b, BYTES(0x82, 12, 0, 9, 3, 0x0B, 0xAC, 0x02, 0, 3, 'a', '/', '#', 0x25), 14);
-	mqp__buf_free(&b);
-	assert_int_equal(mqp__enc_subscribe(&b, 4, 9, "a", 2, MQP_SUBOPT_NO_LOCAL, 300), 0);
+	mqc_buf_free(&b);
+	assert_int_equal(mqc_enc_subscribe(&b, 4, 9, "a", 2, MQC_SUBOPT_NO_LOCAL, 300), 0);
 	assert_bytes(&b, BYTES(0x82, 6, 0, 9, 0, 1, 'a', 2), 8);
-	mqp__buf_free(&b);
-	assert_int_equal(mqp__enc_unsubscribe(&b, 5, 10, "a"), 0);
+	mqc_buf_free(&b);
+	assert_int_equal(mqc_enc_unsubscribe(&b, 5, 10, "a"), 0);
 	assert_bytes(&b, BYTES(0xA2, 6, 0, 10, 0, 0, 1, 'a'), 8);
-	mqp__buf_free(&b);
-	assert_int_equal(mqp__enc_ack(&b, MQP_PUBACK, 1), 0);
-	assert_int_equal(mqp__enc_ack(&b, MQP_PUBREL, 2), 0);
-	assert_int_equal(mqp__enc_pingreq(&b), 0);
-	assert_int_equal(mqp__enc_disconnect(&b, 5, 0), 0);
-	assert_int_equal(mqp__enc_disconnect(&b, 5, 0x8D), 0);
+	mqc_buf_free(&b);
+	assert_int_equal(mqc_enc_ack(&b, MQC_PUBACK, 1), 0);
+	assert_int_equal(mqc_enc_ack(&b, MQC_PUBREL, 2), 0);
+	assert_int_equal(mqc_enc_pingreq(&b), 0);
+	assert_int_equal(mqc_enc_disconnect(&b, 5, 0), 0);
+	assert_int_equal(mqc_enc_disconnect(&b, 5, 0x8D), 0);
 	assert_bytes(&b, BYTES(0x40, 2, 0, 1, 0x62, 2, 0, 2, 0xC0, 0, 0xE0, 0, 0xE0, 1, 0x8D), 15);
-	assert_int_equal(mqp__enc_ack(&b, MQP_PUBACK, 0), -1); /* id 0 does not exist */
-	assert_int_equal(mqp__enc_publish(&b, 5, "t", 1, false, 0, NULL, "", 0), -1);
-	assert_int_equal(mqp__buf_live(&b), 15); /* refusals write nothing */
-	mqp__buf_free(&b);
+	assert_int_equal(mqc_enc_ack(&b, MQC_PUBACK, 0), -1); /* id 0 does not exist */
+	assert_int_equal(mqc_enc_publish(&b, 5, "t", 1, false, 0, NULL, "", 0), -1);
+	assert_int_equal(mqc_buf_live(&b), 15); /* refusals write nothing */
+	mqc_buf_free(&b);
 }
 
 static void frames_split_anywhere(void **state)
@@ -136,20 +136,20 @@ static void frames_split_anywhere(void **state)
 	big[3] = 0;
 	big[4] = 1;
 	big[5] = 't';
-	struct mqp_packet pk;
-	mqp_malformed why;
+	struct mqc_packet pk;
+	mqc_malformed why;
 	for (size_t n = 0; n < 2; n++)
-		assert_int_equal(mqp__frame(two, n, MQP_MAX_PACKET, &pk, &why), MQP_FRAME_MORE);
-	assert_int_equal(mqp__frame(two, 2, MQP_MAX_PACKET, &pk, &why), MQP_FRAME_OK);
-	assert_int_equal(pk.type, MQP_PINGRESP);
+		assert_int_equal(mqc_frame(two, n, MQC_MAX_PACKET, &pk, &why), MQC_FRAME_MORE);
+	assert_int_equal(mqc_frame(two, 2, MQC_MAX_PACKET, &pk, &why), MQC_FRAME_OK);
+	assert_int_equal(pk.type, MQC_PINGRESP);
 	for (size_t n = 0; n < sizeof big; n++)
-		assert_int_equal(mqp__frame(big, n, MQP_MAX_PACKET, &pk, &why), MQP_FRAME_MORE);
-	assert_int_equal(mqp__frame(big, sizeof big, MQP_MAX_PACKET, &pk, &why), MQP_FRAME_OK);
+		assert_int_equal(mqc_frame(big, n, MQC_MAX_PACKET, &pk, &why), MQC_FRAME_MORE);
+	assert_int_equal(mqc_frame(big, sizeof big, MQC_MAX_PACKET, &pk, &why), MQC_FRAME_OK);
 	assert_int_equal(pk.body_len, 131);
-	assert_int_equal(mqp__frame(big, sizeof big, 100, &pk, &why), MQP_FRAME_BAD);
+	assert_int_equal(mqc_frame(big, sizeof big, 100, &pk, &why), MQC_FRAME_BAD);
 	assert_non_null(strstr(why, "Maximum Packet Size"));
 	const unsigned char five[] = { 0x30, 0xff, 0xff, 0xff, 0xff, 0x01 };
-	assert_int_equal(mqp__frame(five, sizeof five, MQP_MAX_PACKET, &pk, &why), MQP_FRAME_BAD);
+	assert_int_equal(mqc_frame(five, sizeof five, MQC_MAX_PACKET, &pk, &why), MQC_FRAME_BAD);
 	assert_non_null(strstr(why, "four bytes"));
 }
 
@@ -159,9 +159,9 @@ static void connack_v5_properties(void **state)
 	/* what mosquitto 2.0 sends: Receive Maximum 20, Topic Alias Maximum 10, and an assigned id */
 	const unsigned char ack[]
 	    = { 0x20, 17, 0, 0, 14, 0x21, 0, 20, 0x22, 0, 10, 0x12, 0, 3, 'a', 'b', 'c', 0x24, 1 };
-	struct mqp_packet pk = frame(ack, sizeof ack);
-	struct mqp_connack c;
-	assert_null(mqp__dec_connack(&pk, 5, &c));
+	struct mqc_packet pk = frame(ack, sizeof ack);
+	struct mqc_connack c;
+	assert_null(mqc_dec_connack(&pk, 5, &c));
 	assert_int_equal(c.code, 0);
 	assert_false(c.v311_form);
 	assert_int_equal(c.receive_max, 20);
@@ -171,7 +171,7 @@ static void connack_v5_properties(void **state)
 	/* a refusal with a Reason String */
 	const unsigned char no[] = { 0x20, 8, 0, 0x87, 5, 0x1F, 0, 2, 'n', 'o' };
 	pk = frame(no, sizeof no);
-	assert_null(mqp__dec_connack(&pk, 5, &c));
+	assert_null(mqc_dec_connack(&pk, 5, &c));
 	assert_int_equal(c.code, 0x87);
 	assert_int_equal(c.reason.len, 2);
 }
@@ -181,16 +181,16 @@ static void connack_311_answer_to_v5(void **state)
 	(void)state;
 	/* aedes answers a v5 CONNECT with a 3.1.1 CONNACK: return code 1, two bytes */
 	const unsigned char ack[] = { 0x20, 2, 0, 1 };
-	struct mqp_packet pk = frame(ack, sizeof ack);
-	struct mqp_connack c;
-	assert_null(mqp__dec_connack(&pk, 5, &c));
+	struct mqc_packet pk = frame(ack, sizeof ack);
+	struct mqc_connack c;
+	assert_null(mqc_dec_connack(&pk, 5, &c));
 	assert_true(c.v311_form);
 	assert_int_equal(c.code, 1);
-	assert_null(mqp__dec_connack(&pk, 4, &c));
+	assert_null(mqc_dec_connack(&pk, 4, &c));
 	assert_true(c.v311_form);
 	const unsigned char longer[] = { 0x20, 3, 0, 0, 0 };
 	pk = frame(longer, sizeof longer);
-	assert_non_null(mqp__dec_connack(&pk, 4, &c));
+	assert_non_null(mqc_dec_connack(&pk, 4, &c));
 }
 
 static void publish_sub_ids_and_aliases(void **state)
@@ -198,18 +198,18 @@ static void publish_sub_ids_and_aliases(void **state)
 	(void)state;
 	/* two Subscription Identifiers (one copy for two subscriptions), then a Topic Alias */
 	const unsigned char two[] = { 0x30, 9, 0, 1, 't', 4, 0x0B, 7, 0x0B, 9, 'x' };
-	struct mqp_packet pk = frame(two, sizeof two);
-	struct mqp_publish m;
-	assert_null(mqp__dec_publish(&pk, 5, &m));
+	struct mqc_packet pk = frame(two, sizeof two);
+	struct mqc_publish m;
+	assert_null(mqc_dec_publish(&pk, 5, &m));
 	assert_int_equal(m.n_sub_ids, 2);
 	assert_int_equal(m.sub_ids[0], 7);
 	assert_int_equal(m.sub_ids[1], 9);
 	const unsigned char alias[] = { 0x30, 7, 0, 1, 't', 3, 0x23, 0, 1 };
 	pk = frame(alias, sizeof alias);
-	assert_non_null(strstr(mqp__dec_publish(&pk, 5, &m), "Topic Alias"));
+	assert_non_null(strstr(mqc_dec_publish(&pk, 5, &m), "Topic Alias"));
 	const unsigned char twice[] = { 0x30, 12, 0, 1, 't', 8, 0x09, 0, 1, 'a', 0x09, 0, 1, 'b' };
 	pk = frame(twice, sizeof twice);
-	assert_non_null(strstr(mqp__dec_publish(&pk, 5, &m), "repeated"));
+	assert_non_null(strstr(mqc_dec_publish(&pk, 5, &m), "repeated"));
 }
 
 static void malformed_is_named(void **state)
@@ -232,71 +232,71 @@ static void malformed_is_named(void **state)
 		{ BYTES(0x30, 3, 0, 0, 0), 5, 5, "without a topic" },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-		struct mqp_packet pk = frame(cases[i].b, cases[i].len);
-		struct mqp_publish m;
-		mqp_malformed why = mqp__dec_publish(&pk, cases[i].protocol, &m);
+		struct mqc_packet pk = frame(cases[i].b, cases[i].len);
+		struct mqc_publish m;
+		mqc_malformed why = mqc_dec_publish(&pk, cases[i].protocol, &m);
 		if (!why || !strstr(why, cases[i].why))
 			fail_msg("case %zu: wanted '%s', got '%s'", i, cases[i].why, why ? why : "(none)");
 	}
-	struct mqp_ack a;
-	struct mqp_packet pk = frame(BYTES(0x60, 2, 0, 1), 4); /* PUBREL must have flags 0010 */
-	assert_non_null(mqp__dec_ack(&pk, 5, &a));
+	struct mqc_ack a;
+	struct mqc_packet pk = frame(BYTES(0x60, 2, 0, 1), 4); /* PUBREL must have flags 0010 */
+	assert_non_null(mqc_dec_ack(&pk, 5, &a));
 	pk = frame(BYTES(0x40, 2, 0, 0), 4);
-	assert_non_null(mqp__dec_ack(&pk, 5, &a));
+	assert_non_null(mqc_dec_ack(&pk, 5, &a));
 	pk = frame(BYTES(0x40, 4, 0, 3, 0x10, 0), 6); /* v5: reason and empty properties */
-	assert_null(mqp__dec_ack(&pk, 5, &a));
+	assert_null(mqc_dec_ack(&pk, 5, &a));
 	assert_int_equal(a.mid, 3);
 	assert_int_equal(a.reason, 0x10);
 	pk = frame(BYTES(0x40, 3, 0, 3, 0x10), 5);
-	assert_non_null(mqp__dec_ack(&pk, 4, &a)); /* no reason codes in 3.1.1 */
-	struct mqp_suback s;
+	assert_non_null(mqc_dec_ack(&pk, 4, &a)); /* no reason codes in 3.1.1 */
+	struct mqc_suback s;
 	pk = frame(BYTES(0x90, 2, 0, 1), 4);
-	assert_non_null(mqp__dec_suback(&pk, 4, &s)); /* a SUBACK needs a return code */
+	assert_non_null(mqc_dec_suback(&pk, 4, &s)); /* a SUBACK needs a return code */
 	pk = frame(BYTES(0x90, 4, 0, 1, 0, 0x87), 6);
-	assert_null(mqp__dec_suback(&pk, 5, &s));
+	assert_null(mqc_dec_suback(&pk, 5, &s));
 	assert_int_equal(s.count, 1);
 	assert_int_equal(s.codes[0], 0x87);
 	pk = frame(BYTES(0xB0, 2, 0, 1), 4); /* a 3.1.1 UNSUBACK has no codes */
-	assert_null(mqp__dec_suback(&pk, 4, &s));
-	struct mqp_disconnect d;
+	assert_null(mqc_dec_suback(&pk, 4, &s));
+	struct mqc_disconnect d;
 	pk = frame(BYTES(0xE0, 7, 0x8B, 5, 0x1F, 0, 2, 'b', 'y'), 9);
-	assert_null(mqp__dec_disconnect(&pk, 5, &d));
+	assert_null(mqc_dec_disconnect(&pk, 5, &d));
 	assert_int_equal(d.reason, 0x8B);
 	assert_int_equal(d.text.len, 2);
 	pk = frame(BYTES(0xE0, 0), 2);
-	assert_non_null(mqp__dec_disconnect(&pk, 4, &d)); /* 3.1.1 brokers send none */
+	assert_non_null(mqc_dec_disconnect(&pk, 4, &d)); /* 3.1.1 brokers send none */
 }
 
 static void utf8_rules(void **state)
 {
 	(void)state;
-	assert_true(mqp__utf8_valid("plain/ascii", 11));
-	assert_true(mqp__utf8_valid("\xc3\xa9t\xc3\xa9", 5)); /* é */
-	assert_true(mqp__utf8_valid("\xf0\x9f\x98\x80", 4));  /* U+1F600 */
-	assert_false(mqp__utf8_valid("a\0b", 3));             /* U+0000 */
-	assert_false(mqp__utf8_valid("\xc0\xaf", 2));         /* overlong '/' */
-	assert_false(mqp__utf8_valid("\xed\xa0\x80", 3));     /* a surrogate */
-	assert_false(mqp__utf8_valid("\xf4\x90\x80\x80", 4)); /* past U+10FFFF */
-	assert_false(mqp__utf8_valid("\xe2\x82", 2));         /* cut short */
-	assert_false(mqp__utf8_valid("\xff", 1));
+	assert_true(mqc_utf8_valid("plain/ascii", 11));
+	assert_true(mqc_utf8_valid("\xc3\xa9t\xc3\xa9", 5)); /* é */
+	assert_true(mqc_utf8_valid("\xf0\x9f\x98\x80", 4));  /* U+1F600 */
+	assert_false(mqc_utf8_valid("a\0b", 3));             /* U+0000 */
+	assert_false(mqc_utf8_valid("\xc0\xaf", 2));         /* overlong '/' */
+	assert_false(mqc_utf8_valid("\xed\xa0\x80", 3));     /* a surrogate */
+	assert_false(mqc_utf8_valid("\xf4\x90\x80\x80", 4)); /* past U+10FFFF */
+	assert_false(mqc_utf8_valid("\xe2\x82", 2));         /* cut short */
+	assert_false(mqc_utf8_valid("\xff", 1));
 }
 
 static void buffer_limit_and_reuse(void **state)
 {
 	(void)state;
-	struct mqp_buf b = { 0 };
-	assert_int_equal(mqp__buf_reserve(&b, 100, 64), -1);
-	assert_int_equal(mqp__buf_reserve(&b, 10, 64), 0);
+	struct mqc_buf b = { 0 };
+	assert_int_equal(mqc_buf_reserve(&b, 100, 64), -1);
+	assert_int_equal(mqc_buf_reserve(&b, 10, 64), 0);
 	memcpy(b.data, "0123456789", 10);
 	b.len = 10;
-	mqp__buf_consume(&b, 4);
-	assert_int_equal(mqp__buf_live(&b), 6);
-	assert_int_equal(mqp__buf_reserve(&b, 58, 64), 0); /* 6 live + 58 = the limit */
+	mqc_buf_consume(&b, 4);
+	assert_int_equal(mqc_buf_live(&b), 6);
+	assert_int_equal(mqc_buf_reserve(&b, 58, 64), 0); /* 6 live + 58 = the limit */
 	assert_memory_equal(b.data + b.off, "456789", 6);
-	assert_int_equal(mqp__buf_reserve(&b, 59, 64), -1);
-	mqp__buf_consume(&b, 6);
+	assert_int_equal(mqc_buf_reserve(&b, 59, 64), -1);
+	mqc_buf_consume(&b, 6);
 	assert_int_equal(b.len, 0);
-	mqp__buf_free(&b);
+	mqc_buf_free(&b);
 }
 
 int main(void)
