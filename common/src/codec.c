@@ -120,27 +120,34 @@ static void put_str(struct writer *w, const char *s)
 	put_bin(w, s, strlen(s));
 }
 
+/* A packet of this body's size, fixed header included; SIZE_MAX past what MQTT can encode. */
+static size_t packet_size(size_t body)
+{
+	return body > MQC_REMAINING_MAX ? SIZE_MAX : 1 + varint_size(body) + body;
+}
+
 /* Encode one packet: the body's size is known first (computed by the caller), so the fixed
  * header goes straight in front of it and nothing moves. */
 static int begin(struct mqc_buf *b, struct writer *w, unsigned first, size_t body)
 {
-	if (body > MQC_MAX_PACKET)
-		return -1;
-	size_t total = 1 + varint_size(body) + body;
-	if (mqc_buf_reserve(b, total, (size_t)MQC_MAX_PACKET + 8) != 0)
-		return -1;
+	size_t total = packet_size(body);
+	if (total == SIZE_MAX || (b->max_packet && total > b->max_packet))
+		return MQC_ENC_TOOBIG;
+	/* A send buffer's own size is ours to bound (memory), not the protocol's. */
+	if (mqc_buf_reserve(b, total, SIZE_MAX) != 0)
+		return MQC_ENC_NOMEM;
 	*w = (struct writer) { .p = b->data + b->len, .cap = total };
 	put_u8(w, first);
 	put_varint(w, body);
-	return 0;
+	return MQC_ENC_OK;
 }
 
 static int commit(struct mqc_buf *b, const struct writer *w)
 {
 	if (w->bad || w->n != w->cap)
-		return -1; /* b->len untouched: the packet never happened */
+		return MQC_ENC_TOOBIG; /* b->len untouched: the packet never happened */
 	b->len += w->n;
-	return 0;
+	return MQC_ENC_OK;
 }
 
 static size_t str_size(const char *s)
@@ -151,17 +158,20 @@ static size_t str_size(const char *s)
 int mqc_enc_connect(struct mqc_buf *b, const struct mqc_connect *c)
 {
 	bool v5 = c->protocol == 5;
-	if (!c->client_id || strlen(c->client_id) > 65535
-	    || (c->username && strlen(c->username) > 65535)
+	if (!c->client_id || (c->protocol != 4 && c->protocol != 5))
+		return MQC_ENC_INVALID;
+	if (strlen(c->client_id) > 65535 || (c->username && strlen(c->username) > 65535)
 	    || (c->password && strlen(c->password) > 65535))
-		return -1;
-	/* MQTT 5 properties: Receive Maximum, Maximum Packet Size, Topic Alias Maximum 0 */
+		return MQC_ENC_TOOBIG;
+	/* MQTT 5 properties: Receive Maximum, Maximum Packet Size, Topic Alias Maximum 0. Zero is a
+	 * protocol error for the first two: they are left out instead (the protocol's defaults). */
 	size_t props = (c->receive_max ? 3 : 0) + (c->max_packet ? 5 : 0) + 3;
 	size_t body = 6 + 1 + 1 + 2 + (v5 ? varint_size(props) + props : 0) + str_size(c->client_id)
 	    + (c->username ? str_size(c->username) : 0) + (c->password ? str_size(c->password) : 0);
 	struct writer w;
-	if (begin(b, &w, MQC_CONNECT << 4, body) != 0)
-		return -1;
+	int rc = begin(b, &w, MQC_CONNECT << 4, body);
+	if (rc != MQC_ENC_OK)
+		return rc;
 	put_str(&w, "MQTT");
 	put_u8(&w, v5 ? 5 : 4);
 	put_u8(&w, 0x02u | (c->username ? 0x80u : 0u) | (c->password ? 0x40u : 0u)); /* clean start */
@@ -169,14 +179,14 @@ int mqc_enc_connect(struct mqc_buf *b, const struct mqc_connect *c)
 	if (v5) {
 		put_varint(&w, props);
 		if (c->receive_max) {
-			put_u8(&w, 0x21);
+			put_u8(&w, MQC_PROP_RECEIVE_MAXIMUM);
 			put_u16(&w, c->receive_max);
 		}
 		if (c->max_packet) {
-			put_u8(&w, 0x27);
+			put_u8(&w, MQC_PROP_MAXIMUM_PACKET_SIZE);
 			put_u32(&w, c->max_packet);
 		}
-		put_u8(&w, 0x22); /* Topic Alias Maximum: the pool takes no aliases */
+		put_u8(&w, MQC_PROP_TOPIC_ALIAS_MAXIMUM); /* the client takes no aliases */
 		put_u16(&w, 0);
 	}
 	put_str(&w, c->client_id);
@@ -187,42 +197,66 @@ int mqc_enc_connect(struct mqc_buf *b, const struct mqc_connect *c)
 	return commit(b, &w);
 }
 
+/* The MQTT 5 properties of a PUBLISH, in bytes (without their length). */
+static size_t pub_props_size(const struct mqc_pub_props *pp)
+{
+	size_t n = 0;
+	if (pp && pp->response_topic)
+		n += 1 + str_size(pp->response_topic);
+	if (pp && pp->corr)
+		n += 1 + 2 + pp->corr_len;
+	if (pp && pp->has_expiry)
+		n += 5;
+	return n;
+}
+
+/* The body of a PUBLISH; SIZE_MAX when a string is too long for MQTT. */
+static size_t publish_body(
+    int protocol, const char *topic, int qos, const struct mqc_pub_props *pp, size_t len)
+{
+	bool v5 = protocol == 5;
+	size_t props = v5 ? pub_props_size(pp) : 0;
+	if (strlen(topic) > 65535 || (v5 && pp && pp->response_topic && strlen(pp->response_topic) > 65535)
+	    || len > MQC_REMAINING_MAX)
+		return SIZE_MAX;
+	return str_size(topic) + (qos ? 2 : 0) + (v5 ? varint_size(props) + props : 0) + len;
+}
+
+size_t mqc_publish_size(
+    int protocol, const char *topic, int qos, const struct mqc_pub_props *pp, size_t len)
+{
+	size_t body = publish_body(protocol, topic, qos, pp, len);
+	return body == SIZE_MAX ? SIZE_MAX : packet_size(body);
+}
+
 int mqc_enc_publish(struct mqc_buf *b, int protocol, const char *topic, int qos, bool retain,
     uint16_t mid, const struct mqc_pub_props *pp, const void *payload, size_t len)
 {
 	bool v5 = protocol == 5;
-	if (qos < 0 || qos > 2 || (qos && !mid) || strlen(topic) > 65535)
-		return -1;
-	size_t props = 0;
-	if (v5 && pp) {
-		if (pp->response_topic)
-			props += 1 + str_size(pp->response_topic);
-		if (pp->corr)
-			props += 1 + 2 + pp->corr_len;
-		if (pp->has_expiry)
-			props += 5;
-	}
-	if (len > MQC_MAX_PACKET)
-		return -1;
-	size_t body = str_size(topic) + (qos ? 2 : 0) + (v5 ? varint_size(props) + props : 0) + len;
+	if (qos < 0 || qos > 2 || (qos && !mid))
+		return MQC_ENC_INVALID;
+	size_t body = publish_body(protocol, topic, qos, pp, len);
+	if (body == SIZE_MAX)
+		return MQC_ENC_TOOBIG;
 	struct writer w;
-	if (begin(b, &w, (unsigned)(MQC_PUBLISH << 4 | qos << 1 | (retain ? 1 : 0)), body) != 0)
-		return -1;
+	int rc = begin(b, &w, (unsigned)(MQC_PUBLISH << 4 | qos << 1 | (retain ? 1 : 0)), body);
+	if (rc != MQC_ENC_OK)
+		return rc;
 	put_str(&w, topic);
 	if (qos)
 		put_u16(&w, mid);
 	if (v5) {
-		put_varint(&w, props);
+		put_varint(&w, pub_props_size(pp));
 		if (pp && pp->has_expiry) {
-			put_u8(&w, 0x02);
+			put_u8(&w, MQC_PROP_MESSAGE_EXPIRY_INTERVAL);
 			put_u32(&w, pp->expiry_s);
 		}
 		if (pp && pp->response_topic) {
-			put_u8(&w, 0x08);
+			put_u8(&w, MQC_PROP_RESPONSE_TOPIC);
 			put_str(&w, pp->response_topic);
 		}
 		if (pp && pp->corr) {
-			put_u8(&w, 0x09);
+			put_u8(&w, MQC_PROP_CORRELATION_DATA);
 			put_bin(&w, pp->corr, pp->corr_len);
 		}
 	}
@@ -234,18 +268,21 @@ int mqc_enc_subscribe(struct mqc_buf *b, int protocol, uint16_t mid, const char 
     int options, uint32_t sub_id)
 {
 	bool v5 = protocol == 5;
-	if (!mid || qos < 0 || qos > 2 || strlen(filter) > 65535 || sub_id > 268435455u)
-		return -1;
+	if (!mid || qos < 0 || qos > 2 || sub_id > MQC_REMAINING_MAX)
+		return MQC_ENC_INVALID;
+	if (strlen(filter) > 65535)
+		return MQC_ENC_TOOBIG;
 	size_t props = v5 && sub_id ? 1 + varint_size(sub_id) : 0;
 	size_t body = 2 + (v5 ? varint_size(props) + props : 0) + str_size(filter) + 1;
 	struct writer w;
-	if (begin(b, &w, MQC_SUBSCRIBE << 4 | 0x2, body) != 0)
-		return -1;
+	int rc = begin(b, &w, MQC_SUBSCRIBE << 4 | 0x2, body);
+	if (rc != MQC_ENC_OK)
+		return rc;
 	put_u16(&w, mid);
 	if (v5) {
 		put_varint(&w, props);
 		if (sub_id) {
-			put_u8(&w, 0x0B);
+			put_u8(&w, MQC_PROP_SUBSCRIPTION_IDENTIFIER);
 			put_varint(&w, sub_id);
 		}
 	}
@@ -257,12 +294,15 @@ int mqc_enc_subscribe(struct mqc_buf *b, int protocol, uint16_t mid, const char 
 int mqc_enc_unsubscribe(struct mqc_buf *b, int protocol, uint16_t mid, const char *filter)
 {
 	bool v5 = protocol == 5;
-	if (!mid || strlen(filter) > 65535)
-		return -1;
+	if (!mid)
+		return MQC_ENC_INVALID;
+	if (strlen(filter) > 65535)
+		return MQC_ENC_TOOBIG;
 	size_t body = 2 + (v5 ? 1 : 0) + str_size(filter);
 	struct writer w;
-	if (begin(b, &w, MQC_UNSUBSCRIBE << 4 | 0x2, body) != 0)
-		return -1;
+	int rc = begin(b, &w, MQC_UNSUBSCRIBE << 4 | 0x2, body);
+	if (rc != MQC_ENC_OK)
+		return rc;
 	put_u16(&w, mid);
 	if (v5)
 		put_varint(&w, 0);
@@ -273,11 +313,12 @@ int mqc_enc_unsubscribe(struct mqc_buf *b, int protocol, uint16_t mid, const cha
 int mqc_enc_ack(struct mqc_buf *b, int type, uint16_t mid)
 {
 	if (type < MQC_PUBACK || type > MQC_PUBCOMP || !mid)
-		return -1;
+		return MQC_ENC_INVALID;
 	struct writer w;
 	/* PUBREL's flags are 0010; success needs no reason code in either protocol */
-	if (begin(b, &w, (unsigned)(type << 4 | (type == MQC_PUBREL ? 0x2 : 0)), 2) != 0)
-		return -1;
+	int rc = begin(b, &w, (unsigned)(type << 4 | (type == MQC_PUBREL ? 0x2 : 0)), 2);
+	if (rc != MQC_ENC_OK)
+		return rc;
 	put_u16(&w, mid);
 	return commit(b, &w);
 }
@@ -285,17 +326,17 @@ int mqc_enc_ack(struct mqc_buf *b, int type, uint16_t mid)
 int mqc_enc_pingreq(struct mqc_buf *b)
 {
 	struct writer w;
-	if (begin(b, &w, MQC_PINGREQ << 4, 0) != 0)
-		return -1;
-	return commit(b, &w);
+	int rc = begin(b, &w, MQC_PINGREQ << 4, 0);
+	return rc != MQC_ENC_OK ? rc : commit(b, &w);
 }
 
 int mqc_enc_disconnect(struct mqc_buf *b, int protocol, uint8_t reason)
 {
 	bool v5 = protocol == 5 && reason != 0; /* normal disconnection needs no body */
 	struct writer w;
-	if (begin(b, &w, MQC_DISCONNECT << 4, v5 ? 1 : 0) != 0)
-		return -1;
+	int rc = begin(b, &w, MQC_DISCONNECT << 4, v5 ? 1 : 0);
+	if (rc != MQC_ENC_OK)
+		return rc;
 	if (v5)
 		put_u8(&w, reason);
 	return commit(b, &w);
@@ -467,47 +508,47 @@ static bool next_prop(struct reader *r, struct prop *pr)
 		return false;
 	*pr = (struct prop) { .id = get_u8(r) };
 	switch (pr->id) {
-		case 0x01: /* Payload Format Indicator */
-		case 0x17: /* Request Problem Information */
-		case 0x19: /* Request Response Information */
-		case 0x24: /* Maximum QoS */
-		case 0x25: /* Retain Available */
-		case 0x28: /* Wildcard Subscription Available */
-		case 0x29: /* Subscription Identifier Available */
-		case 0x2A: /* Shared Subscription Available */
+		case MQC_PROP_PAYLOAD_FORMAT_INDICATOR:
+		case MQC_PROP_REQUEST_PROBLEM_INFORMATION:
+		case MQC_PROP_REQUEST_RESPONSE_INFORMATION:
+		case MQC_PROP_MAXIMUM_QOS:
+		case MQC_PROP_RETAIN_AVAILABLE:
+		case MQC_PROP_WILDCARD_SUBSCRIPTION_AVAILABLE:
+		case MQC_PROP_SUBSCRIPTION_IDENTIFIER_AVAILABLE:
+		case MQC_PROP_SHARED_SUBSCRIPTION_AVAILABLE:
 			pr->num = get_u8(r);
 			break;
-		case 0x13: /* Server Keep Alive */
-		case 0x21: /* Receive Maximum */
-		case 0x22: /* Topic Alias Maximum */
-		case 0x23: /* Topic Alias */
+		case MQC_PROP_SERVER_KEEP_ALIVE:
+		case MQC_PROP_RECEIVE_MAXIMUM:
+		case MQC_PROP_TOPIC_ALIAS_MAXIMUM:
+		case MQC_PROP_TOPIC_ALIAS:
 			pr->num = get_u16(r);
 			break;
-		case 0x02: /* Message Expiry Interval */
-		case 0x11: /* Session Expiry Interval */
-		case 0x18: /* Will Delay Interval */
-		case 0x27: /* Maximum Packet Size */
+		case MQC_PROP_MESSAGE_EXPIRY_INTERVAL:
+		case MQC_PROP_SESSION_EXPIRY_INTERVAL:
+		case MQC_PROP_WILL_DELAY_INTERVAL:
+		case MQC_PROP_MAXIMUM_PACKET_SIZE:
 			pr->num = get_u32(r);
 			break;
-		case 0x0B: /* Subscription Identifier */
+		case MQC_PROP_SUBSCRIPTION_IDENTIFIER:
 			pr->num = get_varint(r);
 			if (!r->bad && pr->num == 0)
 				r->bad = "a Subscription Identifier of 0";
 			break;
-		case 0x03: /* Content Type */
-		case 0x08: /* Response Topic */
-		case 0x12: /* Assigned Client Identifier */
-		case 0x15: /* Authentication Method */
-		case 0x1A: /* Response Information */
-		case 0x1C: /* Server Reference */
-		case 0x1F: /* Reason String */
+		case MQC_PROP_CONTENT_TYPE:
+		case MQC_PROP_RESPONSE_TOPIC:
+		case MQC_PROP_ASSIGNED_CLIENT_IDENTIFIER:
+		case MQC_PROP_AUTHENTICATION_METHOD:
+		case MQC_PROP_RESPONSE_INFORMATION:
+		case MQC_PROP_SERVER_REFERENCE:
+		case MQC_PROP_REASON_STRING:
 			pr->str = get_str(r);
 			break;
-		case 0x09: /* Correlation Data */
-		case 0x16: /* Authentication Data */
+		case MQC_PROP_CORRELATION_DATA:
+		case MQC_PROP_AUTHENTICATION_DATA:
 			pr->str = get_bin(r);
 			break;
-		case 0x26: /* User Property: a name and a value */
+		case MQC_PROP_USER_PROPERTY: /* User Property: a name and a value */
 			(void)get_str(r);
 			pr->str = get_str(r);
 			break;
@@ -542,6 +583,14 @@ static bool once(struct reader *r, uint64_t *seen, uint8_t id)
 	return true;
 }
 
+/* A property that is 0 or 1 (the "... Available" ones): anything else is malformed. */
+static bool flag(struct reader *pr, uint32_t v)
+{
+	if (v > 1)
+		pr->bad = "an availability property other than 0 or 1";
+	return v == 1;
+}
+
 mqc_malformed mqc_dec_connack(const struct mqc_packet *pk, int protocol, struct mqc_connack *out)
 {
 	*out = (struct mqc_connack) {
@@ -549,6 +598,8 @@ mqc_malformed mqc_dec_connack(const struct mqc_packet *pk, int protocol, struct 
 		.max_qos = 2,
 		.retain_available = true,
 		.sub_ids_available = true,
+		.wildcards_available = true,
+		.shared_available = true,
 	};
 	if (pk->flags)
 		return "CONNACK with flags";
@@ -571,35 +622,47 @@ mqc_malformed mqc_dec_connack(const struct mqc_packet *pk, int protocol, struct 
 		if (!once(&pr, &seen, p.id))
 			break;
 		switch (p.id) {
-			case 0x21:
+			case MQC_PROP_RECEIVE_MAXIMUM:
 				if (p.num == 0)
 					pr.bad = "a Receive Maximum of 0";
 				out->receive_max = (uint16_t)p.num;
 				break;
-			case 0x27:
+			case MQC_PROP_MAXIMUM_PACKET_SIZE:
 				if (p.num == 0)
 					pr.bad = "a Maximum Packet Size of 0";
 				out->max_packet = p.num;
 				break;
-			case 0x24:
+			case MQC_PROP_MAXIMUM_QOS:
 				if (p.num > 1)
 					pr.bad = "a Maximum QoS other than 0 or 1";
 				out->max_qos = (uint8_t)p.num;
 				break;
-			case 0x25:
-				out->retain_available = p.num != 0;
+			case MQC_PROP_RETAIN_AVAILABLE:
+				out->retain_available = flag(&pr, p.num);
 				break;
-			case 0x29:
-				out->sub_ids_available = p.num != 0;
+			case MQC_PROP_SUBSCRIPTION_IDENTIFIER_AVAILABLE:
+				out->sub_ids_available = flag(&pr, p.num);
 				break;
-			case 0x13:
+			case MQC_PROP_WILDCARD_SUBSCRIPTION_AVAILABLE:
+				out->wildcards_available = flag(&pr, p.num);
+				break;
+			case MQC_PROP_SHARED_SUBSCRIPTION_AVAILABLE:
+				out->shared_available = flag(&pr, p.num);
+				break;
+			case MQC_PROP_TOPIC_ALIAS_MAXIMUM:
+				out->topic_alias_max = (uint16_t)p.num;
+				break;
+			case MQC_PROP_SERVER_REFERENCE:
+				out->server_ref = p.str;
+				break;
+			case MQC_PROP_SERVER_KEEP_ALIVE:
 				out->has_server_keepalive = true;
 				out->server_keepalive = (uint16_t)p.num;
 				break;
-			case 0x12:
+			case MQC_PROP_ASSIGNED_CLIENT_IDENTIFIER:
 				out->assigned_id = p.str;
 				break;
-			case 0x1F:
+			case MQC_PROP_REASON_STRING:
 				out->reason = p.str;
 				break;
 			default: /* the rest changes nothing the pool does */
@@ -633,16 +696,16 @@ mqc_malformed mqc_dec_publish(const struct mqc_packet *pk, int protocol, struct 
 		struct reader pr = props_of(&r);
 		uint64_t seen = 0;
 		for (struct prop p; next_prop(&pr, &p);) {
-			if (p.id != 0x0B && p.id != 0x26 && !once(&pr, &seen, p.id))
+			if (p.id != MQC_PROP_SUBSCRIPTION_IDENTIFIER && p.id != MQC_PROP_USER_PROPERTY && !once(&pr, &seen, p.id))
 				break;
-			if (p.id == 0x09) {
+			if (p.id == MQC_PROP_CORRELATION_DATA) {
 				out->corr = (const unsigned char *)p.str.p;
 				out->corr_len = p.str.len;
-			} else if (p.id == 0x0B) {
+			} else if (p.id == MQC_PROP_SUBSCRIPTION_IDENTIFIER) {
 				if (out->n_sub_ids < MQC_PUB_SUB_IDS)
 					out->sub_ids[out->n_sub_ids] = p.num;
 				out->n_sub_ids++;
-			} else if (p.id == 0x23) {
+			} else if (p.id == MQC_PROP_TOPIC_ALIAS) {
 				pr.bad = "a Topic Alias (the pool allows none)";
 			}
 		}
@@ -732,9 +795,9 @@ mqc_malformed mqc_dec_disconnect(
 		struct reader pr = props_of(&r);
 		uint64_t seen = 0;
 		for (struct prop p; next_prop(&pr, &p);) {
-			if (p.id != 0x26 && !once(&pr, &seen, p.id))
+			if (p.id != MQC_PROP_USER_PROPERTY && !once(&pr, &seen, p.id))
 				break;
-			if (p.id == 0x1F)
+			if (p.id == MQC_PROP_REASON_STRING)
 				out->text = p.str;
 		}
 		if (pr.bad)

@@ -119,10 +119,105 @@ static void subscribe_unsubscribe_acks_ping_disconnect(void **state)
 	assert_int_equal(mqc_enc_disconnect(&b, 5, 0), 0);
 	assert_int_equal(mqc_enc_disconnect(&b, 5, 0x8D), 0);
 	assert_bytes(&b, BYTES(0x40, 2, 0, 1, 0x62, 2, 0, 2, 0xC0, 0, 0xE0, 0, 0xE0, 1, 0x8D), 15);
-	assert_int_equal(mqc_enc_ack(&b, MQC_PUBACK, 0), -1); /* id 0 does not exist */
-	assert_int_equal(mqc_enc_publish(&b, 5, "t", 1, false, 0, NULL, "", 0), -1);
+	assert_int_equal(mqc_enc_ack(&b, MQC_PUBACK, 0), MQC_ENC_INVALID); /* id 0 does not exist */
+	assert_int_equal(mqc_enc_publish(&b, 5, "t", 1, false, 0, NULL, "", 0), MQC_ENC_INVALID);
 	assert_int_equal(mqc_buf_live(&b), 15); /* refusals write nothing */
 	mqc_buf_free(&b);
+}
+
+/* What the client announces is valid: a Maximum Packet Size no larger than a packet can be (the
+ * Paho test broker asserts above 268,435,455), and never 0 (a protocol error: left out). */
+static void connect_announces_valid_limits(void **state)
+{
+	(void)state;
+	struct mqc_buf b = { 0 };
+	struct mqc_connect c = { .protocol = 5, .client_id = "c", .max_packet = MQC_MAX_PACKET };
+	assert_int_equal(mqc_enc_connect(&b, &c), MQC_ENC_OK);
+	assert_true(MQC_MAX_PACKET <= 268435455u);
+	struct mqc_packet pk = frame(b.data, mqc_buf_live(&b));
+	/* properties after the 10-byte variable header's first part: length 8, 0x27 and 4 bytes */
+	assert_int_equal(pk.body[10], 8);
+	assert_int_equal(pk.body[11], MQC_PROP_MAXIMUM_PACKET_SIZE);
+	uint32_t v = (uint32_t)pk.body[12] << 24 | (uint32_t)pk.body[13] << 16
+	    | (uint32_t)pk.body[14] << 8 | pk.body[15];
+	assert_int_equal(v, 268435455u);
+	mqc_buf_free(&b);
+	c.max_packet = 0;
+	c.receive_max = 0;
+	assert_int_equal(mqc_enc_connect(&b, &c), MQC_ENC_OK);
+	pk = frame(b.data, mqc_buf_live(&b));
+	assert_int_equal(pk.body[10], 3); /* only Topic Alias Maximum 0: no zero-valued limits */
+	assert_int_equal(pk.body[11], MQC_PROP_TOPIC_ALIAS_MAXIMUM);
+	mqc_buf_free(&b);
+}
+
+/* mqc_publish_size is the encoded size exactly, across every step of the Remaining Length (127
+ * and 128, 16,383 and 16,384, 2,097,151 and 2,097,152 bytes of body), and a peer's Maximum Packet
+ * Size is kept to the byte: at it encodes, one byte over is MQC_ENC_TOOBIG and writes nothing. */
+static void publish_size_is_exact_and_the_peers_limit_kept(void **state)
+{
+	(void)state;
+	static unsigned char payload[2097152 + 16];
+	const size_t bodies[] = { 127, 128, 16383, 16384, 2097151, 2097152 };
+	struct mqc_pub_props pp = { .response_topic = "in/x", .has_expiry = true, .expiry_s = 9 };
+	for (int protocol = 4; protocol <= 5; protocol++)
+		for (size_t i = 0; i < sizeof bodies / sizeof *bodies; i++) {
+			/* topic "t" (3) + id (2) + properties (v5: 1 + 5 + 7) + payload = the body */
+			size_t over = 3 + 2 + (protocol == 5 ? 13 : 0);
+			size_t len = bodies[i] - over;
+			size_t size = mqc_publish_size(protocol, "t", 1, &pp, len);
+			struct mqc_buf b = { .max_packet = size };
+			assert_int_equal(mqc_enc_publish(&b, protocol, "t", 1, false, 1, &pp, payload, len),
+			    MQC_ENC_OK);
+			assert_int_equal(mqc_buf_live(&b), size);
+			struct mqc_packet pk = frame(b.data, size);
+			assert_int_equal(pk.body_len, bodies[i]);
+			mqc_buf_free(&b);
+			b = (struct mqc_buf) { .max_packet = size - 1 };
+			assert_int_equal(mqc_enc_publish(&b, protocol, "t", 1, false, 1, &pp, payload, len),
+			    MQC_ENC_TOOBIG);
+			assert_int_equal(mqc_buf_live(&b), 0);
+			mqc_buf_free(&b);
+		}
+	/* The most MQTT can carry: a Remaining Length of 268,435,455. One byte more cannot be
+	 * encoded at all: too big, never "out of memory" (nothing is allocated to find out). */
+	size_t most = MQC_REMAINING_MAX - 3;
+	assert_int_equal(mqc_publish_size(4, "t", 0, NULL, most), (size_t)MQC_REMAINING_MAX + 5);
+	assert_int_equal(mqc_publish_size(4, "t", 0, NULL, most + 1), SIZE_MAX);
+	struct mqc_buf b = { 0 };
+	assert_int_equal(
+	    mqc_enc_publish(&b, 4, "t", 0, false, 0, NULL, payload, (size_t)256 << 20), MQC_ENC_TOOBIG);
+	assert_int_equal(mqc_buf_live(&b), 0);
+	/* Strings past 65,535 bytes are too big too. */
+	static char topic[65537];
+	memset(topic, 'x', sizeof topic - 1);
+	assert_int_equal(mqc_enc_publish(&b, 5, topic, 0, false, 0, NULL, "", 0), MQC_ENC_TOOBIG);
+	assert_int_equal(mqc_enc_subscribe(&b, 5, 1, topic, 0, 0, 0), MQC_ENC_TOOBIG);
+	assert_int_equal(mqc_buf_live(&b), 0);
+	mqc_buf_free(&b);
+}
+
+/* A v5 CONNACK's capabilities: every "... Available" flag, the Topic Alias Maximum and a Server
+ * Reference; an availability of 2 is malformed. */
+static void connack_capabilities(void **state)
+{
+	(void)state;
+	unsigned char ok[] = { 0x20, 20, 0, 0x9C, 17, MQC_PROP_RETAIN_AVAILABLE, 0,
+		MQC_PROP_WILDCARD_SUBSCRIPTION_AVAILABLE, 0, MQC_PROP_SHARED_SUBSCRIPTION_AVAILABLE, 0,
+		MQC_PROP_SUBSCRIPTION_IDENTIFIER_AVAILABLE, 0, MQC_PROP_TOPIC_ALIAS_MAXIMUM, 0, 10,
+		MQC_PROP_SERVER_REFERENCE, 0, 3, 'b', ':', '1' };
+	struct mqc_packet pk = frame(ok, sizeof ok);
+	struct mqc_connack a;
+	assert_null(mqc_dec_connack(&pk, 5, &a));
+	assert_int_equal(a.code, 0x9C);
+	assert_false(a.retain_available || a.wildcards_available || a.shared_available
+	    || a.sub_ids_available);
+	assert_int_equal(a.topic_alias_max, 10);
+	assert_int_equal(a.server_ref.len, 3);
+	assert_memory_equal(a.server_ref.p, "b:1", 3);
+	unsigned char bad[] = { 0x20, 5, 0, 0, 2, MQC_PROP_WILDCARD_SUBSCRIPTION_AVAILABLE, 2 };
+	pk = frame(bad, sizeof bad);
+	assert_non_null(mqc_dec_connack(&pk, 5, &a));
 }
 
 static void frames_split_anywhere(void **state)
@@ -303,6 +398,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(connect_v5_and_311),
+		cmocka_unit_test(connect_announces_valid_limits),
+		cmocka_unit_test(publish_size_is_exact_and_the_peers_limit_kept),
+		cmocka_unit_test(connack_capabilities),
 		cmocka_unit_test(publish_with_properties_roundtrips),
 		cmocka_unit_test(subscribe_unsubscribe_acks_ping_disconnect),
 		cmocka_unit_test(frames_split_anywhere),

@@ -330,10 +330,32 @@ void mqp__conn_close(struct mqp_pool *p, struct pconn *c)
 
 void mqp__conn_disconnect(struct mqp_pool *p, struct pconn *c)
 {
-	if (c->w.state == MQP_WIRE_OPEN && c->stage != STAGE_TRANSPORT
+	if (c->w.state == MQP_WIRE_OPEN && c->stage != STAGE_TRANSPORT && c->stage != STAGE_CLOSING
 	    && mqc_enc_disconnect(&c->w.tx, c->protocol, 0) == 0)
 		mqp__wire_flush(&c->w); /* what the kernel takes now; a goodbye is not waited for */
 	mqp__conn_close(p, c);
+}
+
+/* How long a retiring connection waits for the broker to close its side. */
+enum { CLOSING_MS = 2000 };
+
+void mqp__conn_retire(struct mqp_pool *p, struct pconn *c)
+{
+	if (c->stage == STAGE_CLOSING)
+		return;
+	conn_fail_ops(p, c, MQP_ECONNLOST);
+	if (c->receiver)
+		mqp__finish(p, c->receiver, MQP_ECONNLOST);
+	mqp__lease_clear(p, c);
+	if (c->dead || c->w.state != MQP_WIRE_OPEN || c->stage == STAGE_TRANSPORT
+	    || mqc_enc_disconnect(&c->w.tx, c->protocol, 0) != MQC_ENC_OK
+	    || mqp__wire_finish(&c->w) != MQP_WIRE_OK) {
+		mqp__conn_close(p, c);
+		return;
+	}
+	c->stage = STAGE_CLOSING;
+	c->ready = false;
+	c->closing_until = mqc_now_ns() + (uint64_t)CLOSING_MS * MQC_NS_PER_MS;
 }
 
 /* The connection can carry work: inbox subscribed (v5) or CONNACK received (3.1.1). */
@@ -518,8 +540,10 @@ static void send_connect(struct mqp_pool *p, struct pconn *c)
 		.receive_max = RECEIVE_MAX,
 		.max_packet = MQC_MAX_PACKET,
 	};
-	if (mqc_enc_connect(&c->w.tx, &m) != 0) {
-		conn_error(p, c, "connect to %s: cannot encode CONNECT (out of memory)", c->w.where);
+	int rc = mqc_enc_connect(&c->w.tx, &m);
+	if (rc != MQC_ENC_OK) {
+		conn_error(p, c, "connect to %s: cannot encode CONNECT (%s)", c->w.where,
+		    rc == MQC_ENC_NOMEM ? "out of memory" : "a client id, user name or password too long");
 		return;
 	}
 	c->stage = STAGE_CONNACK;
@@ -542,6 +566,15 @@ static void request_props(const struct pconn *c, const struct op *op, struct mqc
 	pp->expiry_s = expiry ? expiry : 1;
 }
 
+/* The pool's error for an encoder's. */
+static int enc_error(int rc)
+{
+	return rc == MQC_ENC_OK   ? MQP_OK
+	    : rc == MQC_ENC_TOOBIG ? MQP_ETOOBIG
+	    : rc == MQC_ENC_INVALID ? MQP_EINVAL
+	                           : MQP_ENOMEM;
+}
+
 /* Encode op's PUBLISH now (QoS 1/2: with a packet identifier). */
 static int send_publish(struct pconn *c, struct op *op)
 {
@@ -553,12 +586,12 @@ static int send_publish(struct pconn *c, struct op *op)
 	}
 	struct mqc_pub_props pp;
 	request_props(c, op, &pp);
-	if (mqc_enc_publish(&c->w.tx, c->protocol, op->topic, op->qos, op->retain != 0, mid, &pp,
-	        op->payload, op->len)
-	    != 0) {
+	int rc = mqc_enc_publish(&c->w.tx, c->protocol, op->topic, op->qos, op->retain != 0, mid, &pp,
+	    op->payload, op->len);
+	if (rc != MQC_ENC_OK) {
 		if (mid)
 			mid_drop(c, mid_find(c, mid));
-		return op->len > MQC_MAX_PACKET - MQP_TOPIC_MAX ? MQP_ETOOBIG : MQP_ENOMEM;
+		return enc_error(rc);
 	}
 	op->mid = mid;
 	if (op->kind == OP_LEGACY)
@@ -591,14 +624,27 @@ static void send_held(struct mqp_pool *p, struct pconn *c)
 
 int mqp__conn_publish(struct mqp_pool *p, struct pconn *c, struct op *op)
 {
-	(void)p;
 	if (op->qos > c->max_qos || (op->retain && !c->retain_available))
 		return MQP_EDENIED; /* what its CONNACK said it does not take */
-	size_t size = op->len + strlen(op->topic) + (op->kind == OP_REQUEST ? 600 : 16);
-	if (c->broker_max_packet && size > c->broker_max_packet)
-		return MQP_ETOOBIG;
 	if (!mqc_utf8_valid(op->topic, strlen(op->topic)))
 		return MQP_EINVAL;
+	/* The packet as it will be written, against the broker's Maximum Packet Size (or MQTT's own
+	 * limit): refused now, with both sizes said, rather than by the encoder later. */
+	struct mqc_pub_props pp;
+	request_props(c, op, &pp);
+	size_t size = mqc_publish_size(c->protocol, op->topic, op->qos, &pp, op->len);
+	size_t limit = c->w.tx.max_packet ? c->w.tx.max_packet : (size_t)MQC_REMAINING_MAX + 5;
+	if (size > limit) {
+		if (c->w.tx.max_packet)
+			mqp__set_error(p,
+			    "a PUBLISH to %s of %zu bytes is larger than the broker at %s takes (its Maximum "
+			    "Packet Size, %zu bytes)",
+			    op->topic, size, c->w.where, limit);
+		else
+			mqp__set_error(p, "a PUBLISH to %s of %zu payload bytes does not fit in an MQTT packet",
+			    op->topic, op->len);
+		return MQP_ETOOBIG;
+	}
 	c->last_used = mqc_now_ns();
 	if (op->qos && c->unacked >= c->quota) {
 		op->held = true;
@@ -618,11 +664,11 @@ static int subscribe(struct pconn *c, enum mid_kind kind, struct op *op, const c
 	uint16_t mid = mid_take(c, kind, op);
 	if (!mid)
 		return MQP_ENOMEM;
-	if (mqc_enc_subscribe(
-	        &c->w.tx, c->protocol, mid, filter, qos, options, c->sub_ids_available ? sub_id : 0)
-	    != 0) {
+	int rc = mqc_enc_subscribe(
+	    &c->w.tx, c->protocol, mid, filter, qos, options, c->sub_ids_available ? sub_id : 0);
+	if (rc != MQC_ENC_OK) {
 		mid_drop(c, mid_find(c, mid));
-		return MQP_ENOMEM;
+		return enc_error(rc);
 	}
 	*mid_out = mid;
 	return MQP_OK;
@@ -879,7 +925,7 @@ static void on_connack(struct mqp_pool *p, struct pconn *c, const struct mqc_pac
 	}
 	if (c->protocol == 5) {
 		c->quota = a.receive_max;
-		c->broker_max_packet = a.max_packet;
+		c->w.tx.max_packet = a.max_packet; /* 0: none; every encoder keeps to it */
 		c->max_qos = a.max_qos;
 		c->retain_available = a.retain_available;
 		c->sub_ids_available = a.sub_ids_available;
@@ -1207,6 +1253,12 @@ void mqp__conn_io(struct mqp_pool *p, struct pconn *c, uint32_t events)
 	bool readable = events & (EPOLLIN | EPOLLERR | EPOLLHUP);
 	enum mqp_wire_result r = mqp__wire_io(
 	    &c->w, readable, events & EPOLLOUT, p->scratch, p->scratch ? MQP_SCRATCH : 0);
+	if (c->stage == STAGE_CLOSING) { /* read and dropped: nobody's now; closed at the broker's close */
+		mqc_buf_consume(&c->w.rx, mqc_buf_live(&c->w.rx));
+		if (r != MQP_WIRE_OK)
+			mqp__conn_close(p, c);
+		return;
+	}
 	if (c->stage == STAGE_TRANSPORT && c->w.state == MQP_WIRE_OPEN)
 		send_connect(p, c);
 	if (mqc_buf_live(&c->w.rx)) {
@@ -1238,7 +1290,7 @@ void mqp__conn_io(struct mqp_pool *p, struct pconn *c, uint32_t events)
 
 void mqp__conn_flush(struct mqp_pool *p, struct pconn *c)
 {
-	if (!c->open || c->dead)
+	if (!c->open || c->dead || c->stage == STAGE_CLOSING) /* the wire sends a closing one's */
 		return;
 	/* A broker that keeps mosquitto's set_tcp_nodelay false holds its next small packet until
 	 * the last one is acknowledged (mqc_net.h). The acknowledgement rides on what we send; only
@@ -1270,6 +1322,10 @@ void mqp__conn_flush(struct mqp_pool *p, struct pconn *c)
 
 void mqp__conn_misc(struct mqp_pool *p, struct pconn *c, uint64_t now)
 {
+	if (c->open && c->stage == STAGE_CLOSING && now >= c->closing_until) {
+		mqp__conn_close(p, c); /* the broker never closed its side */
+		return;
+	}
 	if (!c->open || c->dead || c->stage != STAGE_READY || !c->keepalive_s)
 		return;
 	uint64_t keepalive = (uint64_t)c->keepalive_s * MQC_NS_PER_S;

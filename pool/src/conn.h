@@ -28,8 +28,13 @@ void mqp__log(struct mqp_pool *p, int level, const char *fmt, ...)
 void mqp__conn_open(struct mqp_pool *p, struct pconn *c);
 /* Close c now: its calls fail with MQP_ECONNLOST, its lease's messages are dropped. */
 void mqp__conn_close(struct mqp_pool *p, struct pconn *c);
-/* Say goodbye (DISCONNECT, sent at once) and close. */
+/* Say goodbye (DISCONNECT, sent at once) and close (the pool's end: nothing waits). */
 void mqp__conn_disconnect(struct mqp_pool *p, struct pconn *c);
+/* Retire c as a client should: its calls fail with MQP_ECONNLOST, DISCONNECT goes out and our
+ * side is shut, and the socket closes once the broker has closed its side (or after two seconds):
+ * what it sends meanwhile is read and dropped, so the close is never a reset. The slot stays
+ * taken meanwhile (STAGE_CLOSING), counted as neither ready nor connecting. */
+void mqp__conn_retire(struct mqp_pool *p, struct pconn *c);
 /* epoll said c's socket is ready (EPOLLIN, EPOLLOUT, EPOLLERR, EPOLLHUP): read, handle every
  * complete packet, answer what needs an answer (queued for the flush). */
 void mqp__conn_io(struct mqp_pool *p, struct pconn *c, uint32_t events);

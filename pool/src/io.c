@@ -30,7 +30,7 @@ static unsigned count_open(
 	*ready = *connecting = *available = 0;
 	for (unsigned i = 0; i < p->opt.max_size; i++) {
 		const struct pconn *c = &p->conns[i];
-		if (!c->open)
+		if (!c->open || c->stage == STAGE_CLOSING)
 			continue;
 		open++;
 		*ready += c->ready;
@@ -207,25 +207,23 @@ static void lease_op(struct mqp_pool *p, struct op *op)
 	struct pconn *c = &p->conns[slot];
 	bool alive = c->open && c->leased && !c->dead;
 	if (op->kind == OP_RELEASE || op->kind == OP_DISCARD) {
+		/* 3.1.1 (or a broker without Subscription Identifiers): nothing can tell this borrower's
+		 * late messages from the next one's. */
+		bool discard = op->kind == OP_DISCARD || (!c->sub_ids_available && c->nfilters > 0);
 		if (alive) {
-			/* 3.1.1 (or a broker without Subscription Identifiers): nothing can tell this
-			 * borrower's late messages from the next one's. */
-			bool discard = op->kind == OP_DISCARD || (!c->sub_ids_available && c->nfilters > 0);
 			if (c->receiver)
 				mqp__finish(p, c->receiver, MQP_ERELEASED);
-			for (size_t i = 0; i < c->nfilters; i++) /* no wait: the identifier retires */
+			for (size_t i = 0; i < c->nfilters && !discard; i++) /* no wait: the id retires */
 				mqp__conn_unsubscribe(p, c, c->filters[i]);
 			mqp__lease_clear(p, c);
 			c->epoch = mqp__next_epoch(c->epoch);
 			c->leased = false;
 			c->idle_since = c->last_used = mqc_now_ns();
-			if (discard)
-				c->dead = true;
 		}
 		mqp__lease_end(p, slot);
 		mqp__finish(p, op, MQP_OK);
-		if (alive)
-			mqp__conn_settle(p, c);
+		if (alive && discard)
+			mqp__conn_retire(p, c); /* DISCONNECT; closed once the broker closes */
 		return;
 	}
 	if (!alive) {
@@ -355,7 +353,7 @@ static void explain_pending_connect(struct mqp_pool *p, uint64_t now)
 {
 	for (unsigned i = 0; i < p->opt.max_size; i++) {
 		const struct pconn *c = &p->conns[i];
-		if (c->open && !c->ready && !c->dead) {
+		if (c->open && !c->ready && !c->dead && c->stage != STAGE_CLOSING) {
 			mqp__set_error(p,
 			    "connect to %s:%d: no answer to CONNECT%s yet after %llu ms (the connect "
 			    "timeout is %u ms)",
@@ -389,7 +387,7 @@ static void expire(struct mqp_pool *p, uint64_t now)
 	}
 	for (unsigned i = 0; i < p->opt.max_size; i++) {
 		struct pconn *c = &p->conns[i];
-		if (c->open && !c->ready && now > c->connect_deadline) {
+		if (c->open && !c->ready && c->stage != STAGE_CLOSING && now > c->connect_deadline) {
 			mqp__set_error(p, "connect to %s:%d: not ready within %u ms", p->url.host, p->url.port,
 			    p->opt.connect_timeout_ms);
 			c->dead = c->failed_connect = true;
@@ -432,7 +430,7 @@ static void housekeeping(struct mqp_pool *p, uint64_t now)
 			continue;
 		atomic_fetch_add(
 		    why == MQP_EVICT_IDLE ? &p->stats.closes_idle : &p->stats.closes_lifetime, 1);
-		mqp__conn_disconnect(p, c);
+		mqp__conn_retire(p, c);
 		open--;
 	}
 	if (!p->opt.leak_threshold_ms || p->opt.leak_threshold_ms == MQP_NEVER)
@@ -458,9 +456,12 @@ static uint64_t next_wake(const struct mqp_pool *p, uint64_t now)
 	uint64_t wake = p->next_misc;
 	if (p->heap.len && p->heap.v[0].key < wake)
 		wake = p->heap.v[0].key;
-	for (unsigned i = 0; i < p->opt.max_size; i++)
-		if (p->conns[i].open && !p->conns[i].ready && p->conns[i].connect_deadline < wake)
-			wake = p->conns[i].connect_deadline;
+	for (unsigned i = 0; i < p->opt.max_size; i++) {
+		const struct pconn *c = &p->conns[i];
+		uint64_t due = c->stage == STAGE_CLOSING ? c->closing_until : c->connect_deadline;
+		if (c->open && !c->ready && due < wake)
+			wake = due;
+	}
 	if (p->probe.open && p->probe.connect_deadline < wake)
 		wake = p->probe.connect_deadline;
 	if (p->connect_failed && p->backoff_until > now && p->backoff_until < wake)

@@ -83,6 +83,7 @@ enum pconn_stage {
 	STAGE_CONNACK,   /* CONNECT sent */
 	STAGE_INBOX,     /* MQTT 5: the inbox SUBSCRIBE sent */
 	STAGE_READY,
+	STAGE_CLOSING, /* retiring: DISCONNECT sent, our side shut; closed at the broker's close */
 };
 
 /* One pooled connection (I/O thread only). */
@@ -94,6 +95,7 @@ struct pconn {
 	int protocol; /* 5, or 4 (MQTT 3.1.1) */
 	enum pconn_stage stage;
 	uint64_t connect_deadline;
+	uint64_t closing_until; /* STAGE_CLOSING: closed then, if the broker has not closed first */
 	/* the MQTT session */
 	struct mid_use *mids; /* packet identifiers in use */
 	unsigned nmids, mids_cap;
@@ -104,7 +106,6 @@ struct pconn {
 	struct op *written;           /* QoS 0 publishes: done once the wire has sent everything */
 	uint16_t *in2;                /* incoming QoS 2 packet identifiers waiting for PUBREL */
 	unsigned nin2;
-	uint32_t broker_max_packet; /* 0: no limit */
 	uint8_t max_qos;
 	bool retain_available, sub_ids_available;
 	unsigned keepalive_s;

@@ -320,7 +320,27 @@ enum mqp_wire_result mqp__wire_flush(struct mqp_wire *w)
 		return fail(w, "writing to", strerror(n < 0 ? errno : EPIPE));
 	}
 	w->short_send = mqc_buf_live(out) > 0;
+	if (w->finishing && !w->short_send && !w->shut) {
+		shutdown(w->fd, SHUT_WR);
+		w->shut = true;
+	}
 	return watch(w);
+}
+
+enum mqp_wire_result mqp__wire_finish(struct mqp_wire *w)
+{
+	if (w->state != MQP_WIRE_OPEN)
+		return fail(w, "closing", "the connection is not open");
+	if (mqp__wire_flush(w) != MQP_WIRE_OK) /* over TLS: what tx holds, encrypted first */
+		return MQP_WIRE_ERROR;
+	if (w->ssl) {
+		ERR_clear_error();
+		SSL_shutdown(w->ssl); /* queues close_notify; the peer's is read like any record */
+		if (take_ciphertext(w) != MQP_WIRE_OK)
+			return MQP_WIRE_ERROR;
+	}
+	w->finishing = true;
+	return mqp__wire_flush(w);
 }
 
 bool mqp__wire_pending(const struct mqp_wire *w)

@@ -56,6 +56,7 @@ struct mqp_wire {
 	struct mqc_buf tx;             /* plaintext to send: the codec appends packets */
 	struct mqc_buf cout;           /* TLS: ciphertext not yet accepted by the kernel */
 	bool short_send;               /* the last send left bytes: watch for EPOLLOUT */
+	bool finishing, shut;          /* mqp__wire_finish: our side ends once sent; it has */
 	struct addrinfo *ai, *ai_next; /* while connecting: the addresses, and the next to try */
 	char where[280];               /* "host:port" for messages */
 	char err[640];                 /* why it failed (mqp__wire_* returned MQP_WIRE_ERROR) */
@@ -89,6 +90,12 @@ bool mqp__wire_pending(const struct mqp_wire *w);
 
 /* Acknowledge what arrives next at once (TCP_QUICKACK; see mqc_net.h). */
 void mqp__wire_quickack(const struct mqp_wire *w);
+
+/* Our side is done: what is queued (and over TLS a close_notify) goes out, then the socket's
+ * sending half is shut (a FIN). Reading goes on: the peer's own close (MQP_WIRE_EOF) ends it, so
+ * nothing the peer sent meanwhile lies unread when the socket closes (which would make the close
+ * a reset). MQP_WIRE_OK or MQP_WIRE_ERROR. */
+enum mqp_wire_result mqp__wire_finish(struct mqp_wire *w);
 
 /* Close the socket and free everything; w can start again. */
 void mqp__wire_close(struct mqp_wire *w);

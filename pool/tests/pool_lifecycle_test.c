@@ -83,6 +83,7 @@ static void idle_connections_above_min_close(void **state)
 	o.min_size = 1;
 	o.idle_timeout_ms = 300;
 	o.eviction_interval_ms = 100;
+	o.client_id_prefix = "idle";
 	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
 	mqp_lease l[3];
 	for (int i = 0; i < 3; i++)
@@ -102,6 +103,9 @@ static void idle_connections_above_min_close(void **state)
 	mqp_pool_stats(p, &st, sizeof st);
 	assert_int_equal(st.size, 1); /* back to min_size, never below */
 	assert_int_equal(st.closes_idle, 2);
+	/* Each went as a client should: DISCONNECT ("disconnected."), never a bare close. */
+	assert_int_equal(broker_log_count("Client idle-", " disconnected."), 2);
+	assert_int_equal(broker_log_count("Client idle-", "closed its connection"), 0);
 	mqp_pool_destroy(p);
 }
 
