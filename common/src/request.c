@@ -28,6 +28,7 @@ struct mqc_requester {
 	bool lost, tcp_up;
 	int sub_mid, pub_mid;
 	bool subscribed, sub_refused, pub_refused;
+	bool pub_done; /* the command's QoS 1/2 flow is over (PUBACK, PUBCOMP); QoS 0: at once */
 	bool got, nomem;
 	uint64_t seq;
 	unsigned char corr[CORR_LEN]; /* 8 random bytes of the connection, then seq */
@@ -80,7 +81,10 @@ static void on_publish(
 	(void)m;
 	(void)p;
 	struct mqc_requester *r = obj;
-	if (mid == r->pub_mid && reason >= 0x80)
+	if (mid != r->pub_mid)
+		return;
+	r->pub_done = true;
+	if (reason >= 0x80)
 		r->pub_refused = true;
 }
 
@@ -136,10 +140,18 @@ static bool suback_in(const void *arg)
 	return r->subscribed || r->sub_refused || r->lost;
 }
 
+/* The request is over: refused, or its reply in and its command's own flow done - a QoS 2
+ * command's PUBCOMP can come after the reply, and a close before it would reset the connection
+ * under the broker's last packet. */
+static bool answered(const struct mqc_requester *r)
+{
+	return r->pub_refused || (r->got && r->pub_done);
+}
+
 static bool reply_in(const void *arg)
 {
 	const struct mqc_requester *r = arg;
-	return r->got || r->pub_refused || r->lost;
+	return answered(r) || r->lost;
 }
 
 /* The result of a wait that returned rc. */
@@ -311,6 +323,7 @@ static int publish_command(struct mqc_requester *r, const char *topic, const voi
 	r->seq++;
 	memcpy(r->corr + 8, &r->seq, sizeof r->seq);
 	r->got = r->pub_refused = r->nomem = false;
+	r->pub_done = qos == 0; /* QoS 0 has no flow to wait for */
 	r->reply = reply;
 	if (r->legacy) /* the device knows where to answer */
 		return mosquitto_publish_v5(r->m, &r->pub_mid, topic, (int)len, payload, qos, false, NULL)
@@ -350,8 +363,12 @@ int mqc_requester_request(struct mqc_requester *r, const char *topic, const void
 	if (reply)
 		*reply = (struct mqc_req_reply) { 0 };
 	int rc = publish_command(r, topic, payload, len, qos, reply);
-	if (rc == MQC_REQ_OK)
-		rc = reply_result(r, waited(r, mqc_client_wait(r->m, reply_in, NULL, r, deadline)));
+	if (rc == MQC_REQ_OK) {
+		rc = waited(r, mqc_client_wait(r->m, reply_in, NULL, r, deadline));
+		if (rc == MQC_REQ_TIMEDOUT && r->got)
+			rc = MQC_REQ_OK; /* the reply came; only the command's PUBCOMP did not in time */
+		rc = reply_result(r, rc);
+	}
 	r->reply = NULL;
 	if (rc != MQC_REQ_OK)
 		mqc_req_reply_free(reply);
@@ -469,9 +486,9 @@ int mqc_request_step(struct mqc_requester *r, bool readable, bool writable,
 		r->phase = PH_WAITING;
 	}
 	if (rc == MQC_REQ_OK) {
-		if (!r->got && !r->pub_refused && how == MQC_REQ_OK)
+		if (!answered(r) && how == MQC_REQ_OK)
 			return MQC_REQ_PENDING;
-		rc = reply_result(r, r->got || r->pub_refused ? MQC_REQ_OK : MQC_REQ_LOST);
+		rc = reply_result(r, answered(r) ? MQC_REQ_OK : MQC_REQ_LOST);
 		if (rc == MQC_REQ_OK) {
 			*reply = r->own;
 			r->own = (struct mqc_req_reply) { 0 };
