@@ -17,13 +17,14 @@
 #include "fleet.h"
 #include "mqbench.h"
 #include "mqc_clock.h"
-#include "mqc_mqtt.h"
+#include "mqc_codec.h"
 
 /* Churn: the cycle is over; leave the way a device does (DISCONNECT, close). */
 static void leave(struct fleet *r, struct attempt *a, uint64_t now)
 {
-	static const unsigned char disconnect[2] = { 0xe0, 0x00 };
-	fleet_send(a, disconnect, 2);
+	r->out.off = r->out.len = 0;
+	if (mqc_enc_disconnect(&r->out, r->o->net.conn.protocol, 0) == MQC_ENC_OK)
+		fleet_send_out(a, &r->out);
 	if (a->ssl)
 		SSL_shutdown(a->ssl); /* close_notify, as a device that leaves cleanly sends */
 	/* Read what is left (session tickets, properties) so that close sends FIN, not RST. */
@@ -40,28 +41,23 @@ static void leave(struct fleet *r, struct attempt *a, uint64_t now)
 void fleet_churn_connected(struct fleet *r, struct attempt *a, uint64_t now)
 {
 	const struct bench_opts *o = r->o;
-	bool v5 = o->net.conn.protocol == 5;
-	unsigned char body[600];
-	size_t n = 0;
+	int protocol = o->net.conn.protocol;
 	if (o->churn_action == BENCH_CHURN_NONE) {
 		leave(r, a, now);
 		return;
 	}
+	r->out.off = r->out.len = 0;
 	if (o->churn_action == BENCH_CHURN_PUBLISH) {
 		/* QoS 0, --size bytes (at most 64 KiB: bench_parse says so), written at once */
-		size_t cap = strlen(r->churn_topic) + 3 + o->size;
-		unsigned char *pub = malloc(cap), *pkt = malloc(cap + 5);
-		size_t len = 0;
-		if (pub && pkt) {
-			n = mqc_mqtt_put_str(pub, cap, r->churn_topic);
-			if (v5)
-				pub[n++] = 0; /* no properties */
-			memset(pub + n, 'x', o->size);
-			len = mqc_mqtt_packet(pkt, cap + 5, 0x30, pub, n + o->size);
-		}
-		bool sent = len && fleet_send(a, pkt, len) == (ssize_t)len;
-		free(pub);
-		free(pkt);
+		void *payload = malloc(o->size ? o->size : 1);
+		if (payload)
+			memset(payload, 'x', o->size);
+		bool sent = payload
+		    && mqc_enc_publish(
+		           &r->out, protocol, r->churn_topic, 0, false, 0, NULL, payload, o->size)
+		        == MQC_ENC_OK
+		    && fleet_send_out(a, &r->out) == 0;
+		free(payload);
 		if (!sent) {
 			fleet_failed(r, a, R_OTHER);
 			return;
@@ -69,14 +65,8 @@ void fleet_churn_connected(struct fleet *r, struct attempt *a, uint64_t now)
 		leave(r, a, now);
 		return;
 	}
-	body[n++] = 0;
-	body[n++] = 1; /* packet id 1 */
-	if (v5)
-		body[n++] = 0;
-	n += mqc_mqtt_put_str(body + n, sizeof body - n, r->churn_topic);
-	body[n++] = 0; /* QoS 0 */
-	size_t len = mqc_mqtt_packet(r->pkt, r->pkt_cap, 0x82, body, n);
-	if (!len || fleet_send(a, r->pkt, len) != (ssize_t)len) {
+	if (mqc_enc_subscribe(&r->out, protocol, 1, r->churn_topic, 0, 0, 0) != MQC_ENC_OK
+	    || fleet_send_out(a, &r->out) != 0) {
 		fleet_failed(r, a, R_OTHER);
 		return;
 	}
@@ -84,15 +74,21 @@ void fleet_churn_connected(struct fleet *r, struct attempt *a, uint64_t now)
 	a->state = ST_SUBACK;
 }
 
-void fleet_churn_suback(struct fleet *r, struct attempt *a, uint64_t now)
+void fleet_churn_suback(
+    struct fleet *r, struct attempt *a, const struct mqc_packet *pk, uint64_t now)
 {
-	size_t b = fleet_body_at(a);
-	/* SUBACK: packet id, (v5 properties), one reason code per filter */
-	bool ok = a->rx[0] == 0x90 && a->rxlen > b + 2 && a->rx[a->rxlen - 1] < 0x80;
-	if (!ok) {
-		fleet_failed(r, a, a->rx[0] == 0x90 ? R_SUBACK : R_OTHER);
+	/* SUBACK: packet id, (v5 properties), one reason code per filter: ours is the first. */
+	struct mqc_suback s;
+	if (pk->type != MQC_SUBACK || mqc_dec_suback(pk, r->o->net.conn.protocol, &s) || s.mid != 1
+	    || s.count != 1) {
+		fleet_failed(r, a, R_OTHER);
 		return;
 	}
+	if (s.codes[0] >= 0x80) {
+		fleet_failed(r, a, R_SUBACK);
+		return;
+	}
+	fleet_consume(a, pk);
 	r->in_progress--;
 	leave(r, a, now);
 }

@@ -87,24 +87,32 @@ static const char *identity(const char *tpl, uint64_t k, char *buf, size_t cap)
 	return bench_identity(tpl, k, buf, cap, NULL, 0) >= 0 ? buf : NULL;
 }
 
-/* A CONNECT for client k: clean start, keepalive 0 (held connections stay quiet), the client id
- * and credentials from their templates. 0 when it does not fit (checked before the run). */
-static size_t build_connect(const struct bench_opts *o, uint64_t k, unsigned char *out, size_t cap)
+/* Client k's CONNECT into out: clean start, --keepalive (default 0: held connections stay quiet
+ * unless the broker sets a Server Keep Alive), MQTT 5: packets up to RX_CAP, the client id and
+ * credentials from their templates. -1 when it cannot be made (checked before the run). */
+static int build_connect(const struct bench_opts *o, uint64_t k, struct mqc_buf *out)
 {
-	char id[256], user[MQC_MQTT_STR_MAX + 1], pass[MQC_MQTT_STR_MAX + 1];
+	char id[256], user[MQC_STR_MAX + 1], pass[MQC_STR_MAX + 1];
 	if (o->client_id_tpl) {
 		if (!identity(o->client_id_tpl, k, id, sizeof id))
-			return 0;
+			return -1;
 	} else {
 		snprintf(id, sizeof id, "%s-%s-%llu", o->prefix, o->token, (unsigned long long)k);
 	}
 	const char *u = o->net.conn.username;
 	const char *p = o->net.conn.password;
 	if (u && !(u = identity(u, k, user, sizeof user)))
-		return 0;
+		return -1;
 	if (p && !(p = identity(p, k, pass, sizeof pass)))
-		return 0;
-	return mqc_mqtt_connect(out, cap, o->net.conn.protocol, id, u, p, 0);
+		return -1;
+	struct mqc_connect c = { .protocol = o->net.conn.protocol,
+		.client_id = id,
+		.username = u,
+		.password = p,
+		.keepalive_s = o->keepalive_s,
+		.max_packet = RX_CAP };
+	out->off = out->len = 0;
+	return mqc_enc_connect(out, &c) == MQC_ENC_OK ? 0 : -1;
 }
 
 /* Every template's '%' sequences, and whether the longest identity fits. */
@@ -114,8 +122,8 @@ int bench_connect_check(const struct bench_opts *o, char *err, size_t errlen)
 		const char *name, *tpl;
 		size_t max;
 	} t[] = {
-		{ "--username", o->net.conn.username, MQC_MQTT_STR_MAX },
-		{ "--password", o->net.conn.password, MQC_MQTT_STR_MAX },
+		{ "--username", o->net.conn.username, MQC_STR_MAX },
+		{ "--password", o->net.conn.password, MQC_STR_MAX },
 		{ "--client-id", o->client_id_tpl, 255 },
 		{ "--cert", o->net.conn.cert, 4095 },
 		{ "--key", o->net.conn.key, 4095 },
@@ -381,11 +389,16 @@ ssize_t fleet_send(struct attempt *a, const unsigned char *p, size_t len)
 	return a->ssl ? SSL_write(a->ssl, p, (int)len) : send(a->fd, p, len, MSG_NOSIGNAL);
 }
 
+int fleet_send_out(struct attempt *a, const struct mqc_buf *out)
+{
+	size_t len = mqc_buf_live(out);
+	/* a connection that sends little takes a small packet whole */
+	return fleet_send(a, out->data + out->off, len) == (ssize_t)len ? 0 : -1;
+}
+
 static void send_connect(struct fleet *r, struct attempt *a)
 {
-	size_t len = build_connect(r->o, a->k, r->pkt, r->pkt_cap);
-	/* a fresh socket takes a small packet whole */
-	if (!len || fleet_send(a, r->pkt, len) != (ssize_t)len) {
+	if (build_connect(r->o, a->k, &r->out) != 0 || fleet_send_out(a, &r->out) != 0) {
 		fleet_failed(r, a, R_OTHER);
 		return;
 	}
@@ -512,28 +525,19 @@ void fleet_start(struct fleet *r, struct attempt *a)
 		fleet_failed(r, a, R_OTHER);
 }
 
-/* Read what has arrived into a->rx. 1: a whole packet is there; 0: not yet; -1: EOF or error
- * (*closed: before any byte came, the broker closed a connection it had let in). */
-static int read_packet(struct attempt *a, bool *closed)
+/* Read what has arrived into a->rx. 1: a whole packet is there (*pk); 0: not yet; -1: EOF, an
+ * error, or a malformed or too long packet (*closed: before any byte came, the broker closed a
+ * connection it had let in). */
+static int read_packet(struct attempt *a, struct mqc_packet *pk, bool *closed)
 {
 	*closed = false;
 	for (;;) {
-		if (a->rxlen >= 2) {
-			size_t rem = 0, mult = 1, i = 1;
-			while (i < a->rxlen && i < 5) {
-				rem += (a->rx[i] & 127u) * mult;
-				mult *= 128;
-				if (!(a->rx[i++] & 128u))
-					break;
-			}
-			bool have_len = i <= a->rxlen && !(a->rx[i - 1] & 128u);
-			if (have_len && rem + i > RX_CAP)
-				return -1; /* longer than any CONNACK or SUBACK we ask for */
-			if (have_len && a->rxlen >= rem + i)
-				return 1;
-		}
-		if (a->rxlen == RX_CAP)
-			return -1;
+		mqc_malformed why = NULL;
+		enum mqc_frame_result fr = mqc_frame(a->rx, a->rxlen, RX_CAP, pk, &why);
+		if (fr == MQC_FRAME_OK)
+			return 1;
+		if (fr == MQC_FRAME_BAD || a->rxlen == RX_CAP)
+			return -1; /* longer than anything we announced we take */
 		ssize_t n = a->ssl ? SSL_read(a->ssl, a->rx + a->rxlen, (int)(RX_CAP - a->rxlen))
 		                   : recv(a->fd, a->rx + a->rxlen, RX_CAP - a->rxlen, 0);
 		if (n > 0) {
@@ -556,35 +560,44 @@ static int read_packet(struct attempt *a, bool *closed)
 	}
 }
 
-/* The packet at the front of rx: its type byte, and where its body begins. */
-size_t fleet_body_at(const struct attempt *a)
+/* Drop the packet at the front of rx (handled). */
+void fleet_consume(struct attempt *a, const struct mqc_packet *pk)
 {
-	size_t i = 1;
-	while (i < 5 && (a->rx[i] & 128u))
-		i++;
-	return i + 1;
+	memmove(a->rx, a->rx + pk->size, a->rxlen - pk->size);
+	a->rxlen -= (unsigned)pk->size;
 }
 
-static void on_connack(struct fleet *r, struct attempt *a, uint64_t now)
+/* A held connection's next PINGREQ, at three quarters of its keep-alive. */
+static void schedule_ping(struct fleet *r, struct attempt *a, uint64_t now)
 {
-	size_t b = fleet_body_at(a);
-	unsigned char *p = a->rx + b;
-	size_t rem = a->rxlen - b;
-	if (a->rx[0] != 0x20 || rem < 2) {
+	if (!a->keepalive_s)
+		return;
+	a->due = now + (uint64_t)a->keepalive_s * MQC_NS_PER_S * 3 / 4;
+	mqc_heap_push(&r->timers, a->due, a);
+}
+
+static void on_connack(
+    struct fleet *r, struct attempt *a, const struct mqc_packet *pk, uint64_t now)
+{
+	struct mqc_connack ack;
+	int protocol = r->o->net.conn.protocol;
+	if (pk->type != MQC_CONNACK || mqc_dec_connack(pk, protocol, &ack)) {
 		fleet_failed(r, a, R_OTHER);
 		return;
 	}
-	if (p[1] != 0) {
-		/* Two bytes long: a 3.1.1 CONNACK, whatever was asked (a v5 one has properties). */
-		bool v311 = rem == 2;
-		if (v311 && r->o->net.conn.protocol == 5)
-			r->connack311_codes[p[1]]++;
+	if (ack.code != 0) {
+		/* A 3.1.1-shaped CONNACK to a v5 CONNECT: the broker's own answer to the protocol. */
+		if (ack.v311_form && protocol == 5)
+			r->connack311_codes[ack.code]++;
 		else
-			r->connack_codes[p[1]]++;
+			r->connack_codes[ack.code]++;
 		fleet_failed(r, a, R_CONNACK);
 		return;
 	}
-	a->rxlen = 0;
+	/* The broker's Server Keep Alive is the one to keep [MQTT-3.1.2-21]: a held connection
+	 * that stays silent past it is dropped (FlashMQ answers Keep Alive 0 with 5 s). */
+	a->keepalive_s = ack.has_server_keepalive ? ack.server_keepalive : r->o->keepalive_s;
+	fleet_consume(a, pk);
 	if (r->sessions && a->ssl) {
 		SSL_SESSION *s = SSL_get1_session(a->ssl);
 		uint64_t i = identity_slot(r, a->k);
@@ -598,6 +611,8 @@ static void on_connack(struct fleet *r, struct attempt *a, uint64_t now)
 	connected(r, a, now);
 	if (r->churn)
 		fleet_churn_connected(r, a, now);
+	else if (a->state == ST_HELD)
+		schedule_ping(r, a, now);
 }
 
 static void on_event(struct fleet *r, struct attempt *a, uint32_t events)
@@ -633,26 +648,25 @@ static void on_event(struct fleet *r, struct attempt *a, uint32_t events)
 			return;
 		case ST_CONNACK:
 		case ST_SUBACK: {
-			int rc = read_packet(a, &closed);
+			struct mqc_packet pk;
+			int rc = read_packet(a, &pk, &closed);
 			if (rc < 0)
 				fleet_failed(r, a, closed && a->state == ST_CONNACK ? R_CLOSED : R_OTHER);
 			else if (rc > 0 && a->state == ST_CONNACK)
-				on_connack(r, a, now);
+				on_connack(r, a, &pk, now);
 			else if (rc > 0)
-				fleet_churn_suback(r, a, now);
+				fleet_churn_suback(r, a, &pk, now);
 			return;
 		}
 		case ST_HELD: {
-			/* Nothing should come (keepalive 0, no subscriptions): only EOF or an error means
-			 * the broker let go of the connection. */
-			unsigned char sink[512];
-			ssize_t n
-			    = a->ssl ? SSL_read(a->ssl, sink, sizeof sink) : recv(a->fd, sink, sizeof sink, 0);
-			bool again = a->ssl ? n <= 0 && SSL_get_error(a->ssl, (int)n) == SSL_ERROR_WANT_READ
-			                    : n < 0 && errno == EAGAIN;
-			if (n > 0 || again)
-				return;
-			lost(r, a, now);
+			/* No subscriptions: what comes is PINGRESP (read and dropped), or a DISCONNECT
+			 * before the broker lets go; only EOF or an error means it has. */
+			struct mqc_packet pk;
+			int rc;
+			while ((rc = read_packet(a, &pk, &closed)) > 0)
+				fleet_consume(a, &pk);
+			if (rc < 0)
+				lost(r, a, now);
 			return;
 		}
 		default:
@@ -669,10 +683,17 @@ static void run_timers(struct fleet *r, uint64_t now)
 		if (a->due != key)
 			continue; /* stale: the attempt has moved on */
 		a->due = 0;
-		if (connecting(a->state))
+		if (connecting(a->state)) {
 			fleet_failed(r, a, R_TIMEOUT);
-		else if (a->state == ST_BACKOFF)
+		} else if (a->state == ST_BACKOFF) {
 			fleet_start(r, a);
+		} else if (a->state == ST_HELD) { /* keep-alive */
+			r->out.off = r->out.len = 0;
+			if (mqc_enc_pingreq(&r->out) != MQC_ENC_OK || fleet_send_out(a, &r->out) != 0)
+				lost(r, a, now);
+			else
+				schedule_ping(r, a, now);
+		}
 	}
 }
 
@@ -1024,7 +1045,7 @@ void fleet_free(struct fleet *r)
 	for (unsigned i = 0; r->a && i < r->nslots; i++)
 		fleet_close(&r->a[i]);
 	free(r->a);
-	free(r->pkt);
+	mqc_buf_free(&r->out);
 	free(r->sources);
 	free(r->churn_topic);
 	for (uint64_t i = 0; r->sessions && i < r->count; i++)
@@ -1082,8 +1103,6 @@ int fleet_setup(struct fleet *r)
 	r->a = calloc(r->nslots, sizeof *r->a);
 	if (o->tls_resume)
 		r->sessions = calloc(r->count, sizeof(SSL_SESSION *));
-	r->pkt_cap = mqc_mqtt_connect_size("", NULL, NULL) + 2 * (size_t)MQC_MQTT_STR_MAX + 600;
-	r->pkt = malloc(r->pkt_cap);
 	r->ep = epoll_create1(EPOLL_CLOEXEC);
 	r->rng = o->seed * 0x9E3779B97F4A7C15ULL + 1;
 	if (r->churn && asprintf(&r->churn_topic, "%s/%s/churn", o->prefix, o->token) < 0)
@@ -1092,8 +1111,8 @@ int fleet_setup(struct fleet *r)
 	bool hists_ok = true;
 	for (size_t i = 0; i < sizeof h / sizeof h[0]; i++)
 		hists_ok &= mqc_hist_init(h[i], 10) == 0;
-	if (!r->a || !r->pkt || (o->tls_resume && !r->sessions) || (r->churn && !r->churn_topic)
-	    || !hists_ok || mqc_heap_reserve(&r->timers, r->nslots + 16) != 0) {
+	if (!r->a || (o->tls_resume && !r->sessions) || (r->churn && !r->churn_topic) || !hists_ok
+	    || mqc_heap_reserve(&r->timers, r->nslots + 16) != 0) {
 		fprintf(stderr, "mqbench: out of memory\n");
 		return -1;
 	}

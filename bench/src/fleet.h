@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include "mqbench.h"
+#include "mqc_codec.h"
 #include "mqc_heap.h"
 #include "mqc_hist.h"
 
@@ -55,14 +56,16 @@ enum { RX_CAP = 512 };
 struct attempt {
 	int fd;
 	enum state state;
-	uint64_t k;        /* the client's index in the whole run: its identity (%i) */
-	uint64_t intended; /* when this attempt should have started: latency counts from it */
-	uint64_t due;      /* its deadline (in progress) or its next try (back-off): the heap key */
-	uint64_t lost_at;  /* --reconnect: when its connection was lost; 0 otherwise */
-	uint64_t backoff;  /* --reconnect: the next retry's delay before jitter */
-	uint64_t tls_t0;   /* when the TLS handshake began */
-	uint64_t tls_cpu;  /* the client's CPU in it so far (ns) */
-	unsigned storm;    /* the storm it was last lost in (1-based; 0: none) */
+	uint64_t k;           /* the client's index in the whole run: its identity (%i) */
+	uint64_t intended;    /* when this attempt should have started: latency counts from it */
+	uint64_t due;         /* its deadline (in progress) or its next try (back-off): the heap key */
+	uint64_t lost_at;     /* --reconnect: when its connection was lost; 0 otherwise */
+	uint64_t backoff;     /* --reconnect: the next retry's delay before jitter */
+	uint64_t tls_t0;      /* when the TLS handshake began */
+	uint64_t tls_cpu;     /* the client's CPU in it so far (ns) */
+	unsigned storm;       /* the storm it was last lost in (1-based; 0: none) */
+	uint16_t keepalive_s; /* held: PINGREQ every three quarters of it (the broker's Server Keep
+	                         Alive when its CONNACK gave one); 0: none */
 	SSL *ssl;
 	unsigned rxlen;
 	unsigned char rx[RX_CAP];
@@ -143,9 +146,8 @@ struct fleet {
 	struct second *seconds;
 	size_t nseconds;
 	uint64_t rng;
-	unsigned char *pkt; /* packets being sent: room for the longest id and credentials */
-	size_t pkt_cap;
-	char *churn_topic; /* --action publish/subscribe: PREFIX/TOKEN/churn */
+	struct mqc_buf out; /* the packet being sent (mqc_codec.h), encoded here each time */
+	char *churn_topic;  /* --action publish/subscribe: PREFIX/TOKEN/churn */
 	struct fleet_sampler sampler;
 };
 
@@ -165,10 +167,12 @@ void fleet_storm_probes_wait(struct fleet *r);
 void fleet_failed(struct fleet *r, struct attempt *a, enum reason why);
 /** Write a whole small packet (TLS or not); what send or SSL_write returned. */
 ssize_t fleet_send(struct attempt *a, const unsigned char *p, size_t len);
+/** Send the packet out holds (mqc_codec.h) whole: 0, or -1 when the socket did not take it. */
+int fleet_send_out(struct attempt *a, const struct mqc_buf *out);
 /** Start an attempt for a->k now; its latency counts from a->intended (or its loss). */
 void fleet_start(struct fleet *r, struct attempt *a);
-/** Where the body of the packet at the front of a->rx begins. */
-size_t fleet_body_at(const struct attempt *a);
+/** Drop pk, the packet at the front of a->rx, once handled. */
+void fleet_consume(struct attempt *a, const struct mqc_packet *pk);
 /** One turn of the loop: events until wake at most, then the timers that are due. */
 void fleet_turn(struct fleet *r, uint64_t wake);
 /** Sample the broker's CPU and memory (--broker-pid, else the probe). */
@@ -207,6 +211,7 @@ void fleet_stop_sampling(struct fleet *r);
 
 /* churn.c: what a churn cycle does after CONNACK, and with the SUBACK of --action subscribe. */
 void fleet_churn_connected(struct fleet *r, struct attempt *a, uint64_t now);
-void fleet_churn_suback(struct fleet *r, struct attempt *a, uint64_t now);
+void fleet_churn_suback(
+    struct fleet *r, struct attempt *a, const struct mqc_packet *pk, uint64_t now);
 
 #endif

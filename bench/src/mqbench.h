@@ -48,8 +48,9 @@ struct bench_opts {
 	unsigned clients, concurrency; /* churn: clients are the identities %i runs over */
 	double connrate;
 	uint64_t hold_ns, connect_timeout_ns;
-	const char *sources; /* "127.0.0.2-127.0.0.5" */
-	bool reconnect;      /* connect: reconnect what is lost, report each storm */
+	uint16_t keepalive_s; /* CONNECT's Keep Alive (0: none; the broker's Server Keep Alive wins) */
+	const char *sources;  /* "127.0.0.2-127.0.0.5" */
+	bool reconnect;       /* connect: reconnect what is lost, report each storm */
 	uint64_t backoff_min_ns, backoff_max_ns;
 	double reconnect_jitter;   /* a retry waits backoff x (1 - jitter x U[0,1)) */
 	unsigned storms;           /* end the hold once this many storms are over; 0: --hold */

@@ -52,6 +52,7 @@ cJSON *bench_result_new(const struct bench_opts *o)
 			cJSON_AddNumberToObject(s, "rate", o->connrate);
 			cJSON_AddNumberToObject(s, "concurrency", o->concurrency);
 			cJSON_AddNumberToObject(s, "hold_ns", (double)o->hold_ns);
+			cJSON_AddNumberToObject(s, "keepalive_s", o->keepalive_s);
 			cJSON_AddBoolToObject(s, "tls", o->net.conn.url.tls);
 			cJSON_AddBoolToObject(s, "reconnect", o->reconnect);
 			cJSON_AddBoolToObject(s, "tls_resume", o->tls_resume);

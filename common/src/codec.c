@@ -216,7 +216,8 @@ static size_t publish_body(
 {
 	bool v5 = protocol == 5;
 	size_t props = v5 ? pub_props_size(pp) : 0;
-	if (strlen(topic) > 65535 || (v5 && pp && pp->response_topic && strlen(pp->response_topic) > 65535)
+	if (strlen(topic) > 65535
+	    || (v5 && pp && pp->response_topic && strlen(pp->response_topic) > 65535)
 	    || len > MQC_REMAINING_MAX)
 		return SIZE_MAX;
 	return str_size(topic) + (qos ? 2 : 0) + (v5 ? varint_size(props) + props : 0) + len;
@@ -696,7 +697,8 @@ mqc_malformed mqc_dec_publish(const struct mqc_packet *pk, int protocol, struct 
 		struct reader pr = props_of(&r);
 		uint64_t seen = 0;
 		for (struct prop p; next_prop(&pr, &p);) {
-			if (p.id != MQC_PROP_SUBSCRIPTION_IDENTIFIER && p.id != MQC_PROP_USER_PROPERTY && !once(&pr, &seen, p.id))
+			if (p.id != MQC_PROP_SUBSCRIPTION_IDENTIFIER && p.id != MQC_PROP_USER_PROPERTY
+			    && !once(&pr, &seen, p.id))
 				break;
 			if (p.id == MQC_PROP_CORRELATION_DATA) {
 				out->corr = (const unsigned char *)p.str.p;

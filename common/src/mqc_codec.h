@@ -75,6 +75,8 @@ enum mqc_property {
 	MQC_PROP_SHARED_SUBSCRIPTION_AVAILABLE = 0x2A,
 };
 
+/* The longest string or binary data MQTT can carry (a two-byte length). */
+#define MQC_STR_MAX 65535u
 /* The largest Remaining Length MQTT can encode (four bytes of seven bits); a packet is at most
  * that plus its fixed header (five bytes). */
 #define MQC_REMAINING_MAX 268435455u
@@ -143,8 +145,8 @@ struct mqc_pub_props {
 };
 /* The size of the PUBLISH mqc_enc_publish would write for these, fixed header included (what a
  * peer's Maximum Packet Size is compared with); SIZE_MAX when MQTT cannot encode it. */
-size_t mqc_publish_size(int protocol, const char *topic, int qos, const struct mqc_pub_props *props,
-    size_t len);
+size_t mqc_publish_size(
+    int protocol, const char *topic, int qos, const struct mqc_pub_props *props, size_t len);
 /* mid: the packet identifier for QoS 1 and 2 (ignored at QoS 0). props: MQTT 5 only (NULL:
  * none). */
 int mqc_enc_publish(struct mqc_buf *b, int protocol, const char *topic, int qos, bool retain,

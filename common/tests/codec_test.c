@@ -167,15 +167,15 @@ static void publish_size_is_exact_and_the_peers_limit_kept(void **state)
 			size_t len = bodies[i] - over;
 			size_t size = mqc_publish_size(protocol, "t", 1, &pp, len);
 			struct mqc_buf b = { .max_packet = size };
-			assert_int_equal(mqc_enc_publish(&b, protocol, "t", 1, false, 1, &pp, payload, len),
-			    MQC_ENC_OK);
+			assert_int_equal(
+			    mqc_enc_publish(&b, protocol, "t", 1, false, 1, &pp, payload, len), MQC_ENC_OK);
 			assert_int_equal(mqc_buf_live(&b), size);
 			struct mqc_packet pk = frame(b.data, size);
 			assert_int_equal(pk.body_len, bodies[i]);
 			mqc_buf_free(&b);
 			b = (struct mqc_buf) { .max_packet = size - 1 };
-			assert_int_equal(mqc_enc_publish(&b, protocol, "t", 1, false, 1, &pp, payload, len),
-			    MQC_ENC_TOOBIG);
+			assert_int_equal(
+			    mqc_enc_publish(&b, protocol, "t", 1, false, 1, &pp, payload, len), MQC_ENC_TOOBIG);
 			assert_int_equal(mqc_buf_live(&b), 0);
 			mqc_buf_free(&b);
 		}
@@ -210,8 +210,8 @@ static void connack_capabilities(void **state)
 	struct mqc_connack a;
 	assert_null(mqc_dec_connack(&pk, 5, &a));
 	assert_int_equal(a.code, 0x9C);
-	assert_false(a.retain_available || a.wildcards_available || a.shared_available
-	    || a.sub_ids_available);
+	assert_false(
+	    a.retain_available || a.wildcards_available || a.shared_available || a.sub_ids_available);
 	assert_int_equal(a.topic_alias_max, 10);
 	assert_int_equal(a.server_ref.len, 3);
 	assert_memory_equal(a.server_ref.p, "b:1", 3);

@@ -569,10 +569,10 @@ static void request_props(const struct pconn *c, const struct op *op, struct mqc
 /* The pool's error for an encoder's. */
 static int enc_error(int rc)
 {
-	return rc == MQC_ENC_OK   ? MQP_OK
-	    : rc == MQC_ENC_TOOBIG ? MQP_ETOOBIG
+	return rc == MQC_ENC_OK     ? MQP_OK
+	    : rc == MQC_ENC_TOOBIG  ? MQP_ETOOBIG
 	    : rc == MQC_ENC_INVALID ? MQP_EINVAL
-	                           : MQP_ENOMEM;
+	                            : MQP_ENOMEM;
 }
 
 /* Encode op's PUBLISH now (QoS 1/2: with a packet identifier). */
@@ -586,8 +586,8 @@ static int send_publish(struct pconn *c, struct op *op)
 	}
 	struct mqc_pub_props pp;
 	request_props(c, op, &pp);
-	int rc = mqc_enc_publish(&c->w.tx, c->protocol, op->topic, op->qos, op->retain != 0, mid, &pp,
-	    op->payload, op->len);
+	int rc = mqc_enc_publish(
+	    &c->w.tx, c->protocol, op->topic, op->qos, op->retain != 0, mid, &pp, op->payload, op->len);
 	if (rc != MQC_ENC_OK) {
 		if (mid)
 			mid_drop(c, mid_find(c, mid));
@@ -1253,7 +1253,8 @@ void mqp__conn_io(struct mqp_pool *p, struct pconn *c, uint32_t events)
 	bool readable = events & (EPOLLIN | EPOLLERR | EPOLLHUP);
 	enum mqp_wire_result r = mqp__wire_io(
 	    &c->w, readable, events & EPOLLOUT, p->scratch, p->scratch ? MQP_SCRATCH : 0);
-	if (c->stage == STAGE_CLOSING) { /* read and dropped: nobody's now; closed at the broker's close */
+	if (c->stage
+	    == STAGE_CLOSING) { /* read and dropped: nobody's now; closed at the broker's close */
 		mqc_buf_consume(&c->w.rx, mqc_buf_live(&c->w.rx));
 		if (r != MQP_WIRE_OK)
 			mqp__conn_close(p, c);
