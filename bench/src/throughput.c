@@ -36,6 +36,7 @@ struct conn {
 	unsigned index;
 	bool publisher, connected, ready, out, lost;
 	int connack;
+	uint32_t broker_max_packet; /* MQTT 5: its CONNACK's Maximum Packet Size; 0: none said */
 	uint64_t completed;
 	uint64_t sent; /* publishers: messages handed to libmosquitto */
 };
@@ -145,9 +146,10 @@ static void on_connect(
     struct mosquitto *m, void *obj, int rc, int flags, const mosquitto_property *props)
 {
 	(void)flags;
-	(void)props;
 	struct conn *c = obj;
 	c->connack = rc;
+	mosquitto_property_read_int32(
+	    props, MQTT_PROP_MAXIMUM_PACKET_SIZE, &c->broker_max_packet, false);
 	if (rc != 0) {
 		fail(c->b, "CONNECT refused: %s",
 		    c->b->o->net.conn.protocol == 5 ? mosquitto_reason_string(rc)
@@ -385,10 +387,18 @@ static void emit(struct bench *b, uint64_t now)
 		if (b->o->size >= BENCH_HEADER_ACTUAL_SIZE)
 			bench_put_u32le(b->payload + 16, (uint32_t)((t - intended) / 1000));
 		topic_for(b, pub, topic, sizeof topic);
-		if (mosquitto_publish_v5(
-		        c->m, NULL, topic, (int)b->o->size, b->payload, b->o->net.qos, false, NULL)
-		    != MOSQ_ERR_SUCCESS) {
-			fail(b, "publish failed on %s", "a publisher connection");
+		int rc = mosquitto_publish_v5(
+		    c->m, NULL, topic, (int)b->o->size, b->payload, b->o->net.qos, false, NULL);
+		if (rc == MOSQ_ERR_OVERSIZE_PACKET) {
+			fail(b,
+			    "a publish of %zu payload bytes to %s is larger than the broker takes (its Maximum "
+			    "Packet Size, %lu bytes): a smaller --size",
+			    b->o->size, topic, (unsigned long)c->broker_max_packet);
+			return;
+		}
+		if (rc != MOSQ_ERR_SUCCESS) {
+			fail(b, "a publish to %s failed on a publisher connection: %s", topic,
+			    mqc_client_strerror(rc));
 			return;
 		}
 		b->n.sent++;
@@ -494,6 +504,8 @@ static void report(struct bench *b, const struct probe_sample *p0, const struct 
 		cJSON *root = bench_result_new(o);
 		cJSON_AddNumberToObject(root, "run_id", b->run_id);
 		cJSON_AddStringToObject(root, "clock", "CLOCK_MONOTONIC mapped to the Unix epoch at start");
+		if (b->failure[0]) /* the numbers are what came before it */
+			cJSON_AddStringToObject(root, "failure", b->failure);
 		cJSON *c = cJSON_AddObjectToObject(root, "counts");
 		cJSON_AddNumberToObject(c, "scheduled", (double)n->scheduled);
 		cJSON_AddNumberToObject(c, "sent", (double)n->sent);
@@ -553,9 +565,12 @@ static void report(struct bench *b, const struct probe_sample *p0, const struct 
 	printf("%s %upub x%.0f/s -> %usub qos%d against %s\n", name, b->npubs, o->rate, b->nsubs,
 	    o->net.qos, o->net.broker);
 	printf("duration %.3fs   clients %u\n", secs, b->npubs + b->nsubs);
-	printf("sent %llu (%.0f/s)   delivered %llu of %llu expected   loss %.2f%%\n",
+	if (b->failure[0]) /* what was measured, and that it is not the run asked for */
+		printf("the run failed: %s\n", b->failure);
+	printf("sent %llu (%.0f/s)   delivered %llu of %llu expected   loss %.2f%%%s\n",
 	    (unsigned long long)n->sent, (double)n->sent / secs, (unsigned long long)n->delivered,
-	    (unsigned long long)n->expected, loss_pct);
+	    (unsigned long long)n->expected, loss_pct,
+	    b->failure[0] ? " (of what was sent before it failed)" : "");
 	if (n->loss) {
 		char drain[24];
 		printf("   of which lost with a subscriber's connection %llu, not received by the end of "
