@@ -217,8 +217,8 @@ static int read_until(int fd, SSL *ssl, unsigned char *buf, size_t want, uint64_
 	return 0;
 }
 
-/* One CONNECT at protocol (4 or 5) to o's broker: 1 with what when a CONNACK of that protocol
- * came (any code), 0 with why not. */
+/* One CONNECT at protocol (4 or 5) to o's broker: 1 when its CONNACK accepted it, 0 otherwise;
+ * what says which. */
 static int probe_v311(
     const struct mqc_conn_opts *o, int protocol, unsigned timeout_ms, char *what, size_t len)
 {
@@ -284,12 +284,13 @@ static int probe_v311(
 		snprintf(what, len, "an MQTT %s CONNECT got no CONNACK", protocol == 4 ? "3.1.1" : "5");
 		goto done;
 	}
-	verdict = 1;
+	verdict = ack[3] == 0; /* accepted */
 	if (ack[3] == 0)
-		snprintf(what, len, "it accepted an MQTT 3.1.1 CONNECT");
+		snprintf(what, len, "it accepted an MQTT %s CONNECT", protocol == 4 ? "3.1.1" : "5");
 	else
-		snprintf(what, len, "it answered an MQTT 3.1.1 CONNECT (return code %u: %s)", ack[3],
-		    mqc_mqtt_connack_text(ack[3], true));
+		snprintf(what, len, "it refused an MQTT %s CONNECT too (%s %u: %s)",
+		    protocol == 4 ? "3.1.1" : "5", protocol == 4 ? "return code" : "reason code", ack[3],
+		    mqc_mqtt_connack_text(ack[3], protocol == 4));
 	static const unsigned char bye[] = { 0xE0, 0 };
 	if (ssl)
 		SSL_write(ssl, bye, sizeof bye);
@@ -352,8 +353,8 @@ static int probe_cached(const struct mqc_conn_opts *o, bool close_case, char *wh
 	return confirmed;
 }
 
-bool mqc_client_explain_connect_failure(
-    const struct mqc_conn_opts *o, int protocol, int rc, const char *hint, char *out, size_t len)
+bool mqc_client_explain_connect_failure(const struct mqc_conn_opts *o, int protocol, int rc,
+    const char *hint, const char *sent_by, char *out, size_t len)
 {
 	char where[MQC_URL_HOST_MAX + 32];
 	mqc_url_format(&o->url, where, sizeof where);
@@ -364,26 +365,45 @@ bool mqc_client_explain_connect_failure(
 		    v5 ? "0x" : "", (unsigned)rc);
 		return true;
 	}
-	const char *cause = rc > 0 ? "refused the MQTT 5 CONNECT's protocol version"
-	    : v5 ? "closed the connection in answer to an MQTT 5 CONNECT, without a CONNACK"
-	         : "closed the connection in answer to an MQTT 3.1.1 CONNECT, without a CONNACK";
+	/* What was sent, said with a close: a value the broker disliked is as likely as the version. */
+	char sent[400];
+	if (sent_by)
+		snprintf(sent, sizeof sent, "an MQTT %s CONNECT (%s)", v5 ? "5" : "3.1.1", sent_by);
+	else
+		snprintf(sent, sizeof sent,
+		    "an MQTT %s CONNECT (libmosquitto's: clean start, Keep Alive %u s, %s%s)",
+		    v5 ? "5" : "3.1.1", o->keepalive_s ? o->keepalive_s : 30,
+		    o->username ? "user name " : "no user name", o->username ? o->username : "");
 	if (!v5) {
 		snprintf(out, len,
-		    "the broker at %s %s (a broker at its connection limit - mosquitto's "
-		    "max_connections or its open-file limit - a proxy or a firewall does this)",
-		    where, cause);
+		    "the broker at %s closed the connection in answer to %s without a CONNACK (a broker at "
+		    "its connection limit - mosquitto's max_connections or its open-file limit - a proxy "
+		    "or a firewall does this)",
+		    where, sent);
 		return false;
 	}
 	char what[200];
-	if (probe_cached(o, rc <= 0, what, sizeof what)) {
-		snprintf(out, len, "the broker at %s does not accept MQTT 5 (confirmed: %s; it %s): use %s",
-		    where, what, cause, hint);
+	bool v311_works = probe_cached(o, rc <= 0, what, sizeof what);
+	if (rc > 0) { /* the broker said so: 0x84, or 3.1.1's return code 1 as libmosquitto gives it */
+		snprintf(out, len,
+		    "the broker at %s does not accept MQTT 5 (confirmed: it refused the MQTT 5 CONNECT's "
+		    "protocol version; %s)%s%s",
+		    where, what, v311_works ? ": use " : "", v311_works ? hint : "");
 		return true;
 	}
-	snprintf(out, len,
-	    "the broker at %s %s, and %s: not a protocol version problem (not confirmed that it "
-	    "speaks only 3.1.1); a broker at its connection limit (mosquitto's max_connections, or its "
-	    "open-file limit), a proxy or a firewall closes connections like this",
-	    where, cause, what);
+	/* Closed without a word: only what was seen is said, never "confirmed". */
+	if (v311_works)
+		snprintf(out, len,
+		    "the broker at %s closed the connection in answer to %s without a CONNACK; %s: if it "
+		    "speaks only MQTT 3.1.1 (RabbitMQ 3 closes an MQTT 5 CONNECT so), use %s (not "
+		    "confirmed: it did not say why it closed)",
+		    where, sent, what, hint);
+	else
+		snprintf(out, len,
+		    "the broker at %s closed the connection in answer to %s without a CONNACK, and %s: not "
+		    "a matter of the protocol version as far as can be seen; a broker at its connection "
+		    "limit (mosquitto's max_connections, or its open-file limit), a proxy or a firewall "
+		    "closes connections like this",
+		    where, sent, what);
 	return false;
 }

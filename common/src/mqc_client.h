@@ -111,16 +111,16 @@ const char *mqc_client_strerror(int rc);
  * code; libmosquitto reports a 3.1.1 broker's "unacceptable protocol version" to a v5 client
  * as 0x84), or -1 when the connection closed before any CONNACK.
  *
- * When an MQTT 5 CONNECT was closed without a CONNACK or refused for its protocol version, it
- * is made certain: one MQTT 3.1.1 CONNECT to the same address (at most 3 s; its verdict kept
- * 60 s per address, so a client failing in a loop asks once) says whether the broker speaks only
- * 3.1.1 - "does not accept MQTT 5 (confirmed: ...): use HINT" - or not ("not confirmed": a
- * broker at its connection limit, a proxy...). hint: what the program's user changes
- * ("--protocol 3.1.1").
- * @return true when it is a refusal (a CONNACK code, or confirmed MQTT 5 not spoken), false for
- *         a connection that closed for another reason.
+ * A diagnosis comes only from what the broker said. Refused for its protocol version (0x84):
+ * "does not accept MQTT 5 (confirmed: ...)", and one MQTT 3.1.1 CONNECT to the same address (at
+ * most 3 s; kept 60 s per address, so a client failing in a loop asks once) says whether HINT
+ * ("--protocol 3.1.1") will work. Closed without a CONNACK: said as that, with what the CONNECT
+ * was (sent_by describes a CONNECT the caller wrote; NULL: libmosquitto's, from o); the same
+ * 3.1.1 CONNECT is tried, and when it is accepted the hint is given as a
+ * possibility (RabbitMQ 3 closes MQTT 5 so), never as confirmed.
+ * @return true when it is a refusal (a CONNACK code), false for a connection that closed.
  */
-bool mqc_client_explain_connect_failure(
-    const struct mqc_conn_opts *o, int protocol, int rc, const char *hint, char *out, size_t len);
+bool mqc_client_explain_connect_failure(const struct mqc_conn_opts *o, int protocol, int rc,
+    const char *hint, const char *sent_by, char *out, size_t len);
 
 #endif

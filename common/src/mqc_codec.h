@@ -75,6 +75,22 @@ enum mqc_property {
 	MQC_PROP_SHARED_SUBSCRIPTION_AVAILABLE = 0x2A,
 };
 
+/* MQTT 5 reason codes the project's clients act on (mqc_mqtt_reason_text has them in words). */
+enum mqc_reason {
+	MQC_RC_SUCCESS = 0x00,
+	MQC_RC_NO_MATCHING_SUBSCRIBERS = 0x10,
+	MQC_RC_UNSPECIFIED = 0x80,
+	MQC_RC_MALFORMED_PACKET = 0x81,
+	MQC_RC_PROTOCOL_ERROR = 0x82,
+	MQC_RC_UNSUPPORTED_PROTOCOL = 0x84,
+	MQC_RC_NOT_AUTHORIZED = 0x87,
+	MQC_RC_SERVER_SHUTTING_DOWN = 0x8B,
+	MQC_RC_KEEP_ALIVE_TIMEOUT = 0x8D,
+	MQC_RC_PACKET_TOO_LARGE = 0x95,
+	MQC_RC_USE_ANOTHER_SERVER = 0x9C,
+	MQC_RC_SERVER_MOVED = 0x9D,
+};
+
 /* The longest string or binary data MQTT can carry (a two-byte length). */
 #define MQC_STR_MAX 65535u
 /* The largest Remaining Length MQTT can encode (four bytes of seven bits); a packet is at most

@@ -220,12 +220,12 @@ static int connect_result(struct mqc_requester *r, int rc, char *err, size_t err
 {
 	if (r->connack > 0) /* the broker closes right after a refusal: that is not the news */
 		return mqc_client_explain_connect_failure(
-		           r->o, r->protocol, r->connack, "--protocol 3.1.1", err, errlen)
+		           r->o, r->protocol, r->connack, "--protocol 3.1.1", NULL, err, errlen)
 		    ? MQC_REQ_REFUSED
 		    : MQC_REQ_CONNECT;
 	if (rc == MQC_REQ_LOST && r->tcp_up) /* closed after the TCP (and TLS) connect: CONNECT's */
 		return mqc_client_explain_connect_failure(
-		           r->o, r->protocol, -1, "--protocol 3.1.1", err, errlen)
+		           r->o, r->protocol, -1, "--protocol 3.1.1", NULL, err, errlen)
 		    ? MQC_REQ_REFUSED
 		    : MQC_REQ_CONNECT;
 	if (rc != MQC_REQ_OK) {

@@ -434,10 +434,10 @@ void mqp__conn_open(struct mqp_pool *p, struct pconn *c)
 
 /* --- is it MQTT 5 the broker refuses? ----------------------------------------------------- */
 
-/* A v5 CONNECT met cause (closed without CONNACK, or refused for its protocol version): one
- * 3.1.1 CONNECT to the same address says whether the broker speaks only MQTT 3.1.1. Until its
- * verdict, the message says what was seen and that it is being checked. */
-static void suspect_v311(struct mqp_pool *p, const struct pconn *c, const char *cause)
+/* A v5 CONNECT met cause: a CONNACK refusing its protocol version (said: the broker said so), or
+ * a close without any CONNACK. One 3.1.1 CONNECT to the same address then says whether 3.1.1
+ * works there. Until its verdict, the message says what was seen and that it is being checked. */
+static void suspect_v311(struct mqp_pool *p, const struct pconn *c, const char *cause, bool said)
 {
 	if (p->opt.protocol != 5)
 		return;
@@ -448,9 +448,8 @@ static void suspect_v311(struct mqp_pool *p, const struct pconn *c, const char *
 		return;
 	}
 	snprintf(p->probe_cause, sizeof p->probe_cause, "%s", cause);
-	mqp__set_error(p,
-	    "the broker at %s %s: checking whether it speaks only MQTT 3.1.1 (one 3.1.1 CONNECT)",
-	    c->w.where, cause);
+	p->probe_said = said;
+	mqp__set_error(p, "the broker at %s %s: trying one MQTT 3.1.1 CONNECT", c->w.where, cause);
 	if (p->probe_state == PROBE_RUNNING)
 		return;
 	p->probe.probe = true;
@@ -462,31 +461,43 @@ static void suspect_v311(struct mqp_pool *p, const struct pconn *c, const char *
 	p->probe_state = PROBE_RUNNING;
 }
 
-/* The probe's answer. answered: a 3.1.1 CONNACK came (with code); otherwise why it did not. */
+/* The probe's answer. answered: a 3.1.1 CONNACK came (with code); otherwise why it did not. A
+ * diagnosis comes only from what the broker said: "does not accept MQTT 5" when its CONNACK
+ * refused the protocol version; a close without a CONNACK is said as what it is (RabbitMQ 3
+ * closes a v5 CONNECT so, and so does a broker that dislikes one of its values). */
 static void probe_verdict(struct mqp_pool *p, bool answered, uint8_t code, const char *why)
 {
 	struct pconn *c = &p->probe;
 	char where[sizeof c->w.where];
 	snprintf(where, sizeof where, "%s", c->w.where);
-	if (answered) {
-		char seen[128];
-		if (code == 0)
-			snprintf(seen, sizeof seen, "it accepted an MQTT 3.1.1 CONNECT");
-		else
-			snprintf(seen, sizeof seen, "it answered an MQTT 3.1.1 CONNECT (return code %u: %s)",
-			    code, mqc_mqtt_connack_text(code, true));
+	char seen[160];
+	if (answered && code == 0)
+		snprintf(seen, sizeof seen, "an MQTT 3.1.1 CONNECT right after was accepted");
+	else if (answered)
+		snprintf(seen, sizeof seen,
+		    "an MQTT 3.1.1 CONNECT right after was refused too (return code %u: %s)", code,
+		    mqc_mqtt_connack_text(code, true));
+	else
+		snprintf(seen, sizeof seen, "an MQTT 3.1.1 CONNECT right after fared no better (%s)", why);
+	if (p->probe_said) /* the broker said so */
+		mqp__set_error(p, "the broker at %s does not accept MQTT 5 (confirmed: it %s; %s)%s", where,
+		    p->probe_cause, seen,
+		    answered && code == 0 ? ": set options.protocol = 4 (MQTT 3.1.1) and send requests "
+		                            "with mqp_pool_request_legacy"
+		                          : "");
+	else if (answered && code == 0)
 		mqp__set_error(p,
-		    "the broker at %s does not accept MQTT 5 (confirmed: %s; it %s): set "
-		    "options.protocol = 4 (MQTT 3.1.1) and send requests with mqp_pool_request_legacy",
-		    where, seen, p->probe_cause);
-	} else {
+		    "the broker at %s %s; %s: if it speaks only MQTT 3.1.1 (RabbitMQ 3 closes an MQTT 5 "
+		    "CONNECT so), set options.protocol = 4 and send requests with "
+		    "mqp_pool_request_legacy (not confirmed: it did not say why it closed)",
+		    where, p->probe_cause, seen);
+	else
 		mqp__set_error(p,
-		    "the broker at %s %s, and an MQTT 3.1.1 CONNECT fared no better (%s): not a protocol "
-		    "version problem (not confirmed that it speaks only 3.1.1); a broker at its "
-		    "connection limit, a proxy or a firewall closes connections like this",
-		    where, p->probe_cause, why);
-	}
-	p->refused = p->refused_v5 = answered; /* confirmed: a refusal, not a network failure */
+		    "the broker at %s %s; %s: not a matter of the protocol version as far as can be seen; "
+		    "a broker at its connection limit, a proxy or a firewall closes connections like this",
+		    where, p->probe_cause, seen);
+	/* A refusal only when the broker refused: the pool stops trying and callers fail at once. */
+	p->refused = p->refused_v5 = p->probe_said;
 	pthread_mutex_lock(&p->report_lock);
 	snprintf(p->verdict, sizeof p->verdict, "%s", p->last_error);
 	pthread_mutex_unlock(&p->report_lock);
@@ -521,7 +532,7 @@ static void protocol_error(struct mqp_pool *p, struct pconn *c, mqc_malformed wh
 {
 	atomic_fetch_add(&p->stats.protocol_errors, 1);
 	if (c->protocol == 5 && c->stage != STAGE_TRANSPORT)
-		mqc_enc_disconnect(&c->w.tx, 5, 0x81); /* Malformed Packet */
+		mqc_enc_disconnect(&c->w.tx, 5, MQC_RC_MALFORMED_PACKET);
 	conn_error(
 	    p, c, "connection to %s closed: the broker sent a malformed packet (%s)", c->w.where, why);
 	if (!c->probe)
@@ -540,7 +551,9 @@ static void send_connect(struct mqp_pool *p, struct pconn *c)
 		.receive_max = RECEIVE_MAX,
 		.max_packet = MQC_MAX_PACKET,
 	};
+	size_t before = mqc_buf_live(&c->w.tx);
 	int rc = mqc_enc_connect(&c->w.tx, &m);
+	c->connect_len = mqc_buf_live(&c->w.tx) - before;
 	if (rc != MQC_ENC_OK) {
 		conn_error(p, c, "connect to %s: cannot encode CONNECT (%s)", c->w.where,
 		    rc == MQC_ENC_NOMEM ? "out of memory" : "a client id, user name or password too long");
@@ -902,20 +915,22 @@ static void on_connack(struct mqp_pool *p, struct pconn *c, const struct mqc_pac
 		probe_verdict(p, true, a.code, NULL);
 		return;
 	}
-	if (c->protocol == 5 && (a.v311_form || a.code == 0x84)) {
-		/* A 3.1.1-shaped answer (its return code 1: "unacceptable protocol version"), or a v5
-		 * broker refusing the version: find out whether 3.1.1 works before saying so. */
+	if (c->protocol == 5
+	    && ((a.v311_form && a.code == 1)
+	        || (!a.v311_form && a.code == MQC_RC_UNSUPPORTED_PROTOCOL))) {
+		/* The broker said so: a 3.1.1 CONNACK with return code 1 ("unacceptable protocol
+		 * version", aedes), or a v5 one with 0x84. One 3.1.1 CONNECT says whether that works. */
 		char cause[160];
 		snprintf(cause, sizeof cause, "answered the MQTT 5 CONNECT with %s (%s %u: %s)",
 		    a.v311_form ? "a 3.1.1 CONNACK" : "a CONNACK",
 		    a.v311_form ? "3.1.1 return code" : "reason code", a.code,
 		    mqc_mqtt_connack_text(a.code, a.v311_form));
 		conn_error(p, c, "the broker at %s %s", c->w.where, cause);
-		suspect_v311(p, c, cause);
+		suspect_v311(p, c, cause, true);
 		return;
 	}
 	if (a.code != 0) {
-		bool v311 = c->protocol != 5;
+		bool v311 = c->protocol != 5 || a.v311_form; /* the code is of the shape it came in */
 		p->refused = true;
 		conn_error(p, c, "the broker at %s refused CONNECT: %s (%s %s%X)%s%.*s%s", c->w.where,
 		    mqc_mqtt_connack_text(a.code, v311), v311 ? "MQTT 3.1.1 return code" : "reason code",
@@ -1238,11 +1253,16 @@ static void closed_early(struct mqp_pool *p, struct pconn *c, const char *what)
 		return;
 	}
 	if (c->stage == STAGE_CONNACK && c->protocol == 5) {
-		char cause[128];
+		/* What it closed in answer to, said: a value it disliked is as likely as the version. */
+		char cause[400];
 		snprintf(cause, sizeof cause,
-		    "closed the connection in answer to an MQTT 5 CONNECT, without a CONNACK");
+		    "closed the connection in answer to an MQTT 5 CONNECT without a CONNACK (it was %zu "
+		    "bytes: clean start, Keep Alive %u s, Receive Maximum %u, Maximum Packet Size %u, "
+		    "Topic Alias Maximum 0, client id %s%s%s)",
+		    c->connect_len, c->keepalive_s, (unsigned)RECEIVE_MAX, (unsigned)MQC_MAX_PACKET, c->id,
+		    p->username ? ", user name " : ", no user name", p->username ? p->username : "");
 		conn_error(p, c, "the broker at %s %s", c->w.where, cause);
-		suspect_v311(p, c, cause);
+		suspect_v311(p, c, cause, false);
 		return;
 	}
 	conn_error(p, c, "connection to %s closed before it was ready: %s", c->w.where, what);

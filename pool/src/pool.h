@@ -96,6 +96,7 @@ struct pconn {
 	enum pconn_stage stage;
 	uint64_t connect_deadline;
 	uint64_t closing_until; /* STAGE_CLOSING: closed then, if the broker has not closed first */
+	size_t connect_len;     /* the CONNECT's size: said when the broker closes in answer to it */
 	/* the MQTT session */
 	struct mid_use *mids; /* packet identifiers in use */
 	unsigned nmids, mids_cap;
@@ -188,9 +189,10 @@ struct mqp_pool {
 	 * closed without a CONNACK or refused for its protocol version. */
 	struct pconn probe;
 	enum { PROBE_NONE, PROBE_RUNNING, PROBE_DONE } probe_state;
-	char probe_cause[200]; /* what the v5 CONNECT met, for the verdict's message */
-	char verdict[512];     /* the probe's conclusion, said again at every such failure */
-	bool refused_v5;       /* its conclusion: the broker speaks only 3.1.1 (confirmed) */
+	char probe_cause[400]; /* what the v5 CONNECT met (and what it was), for the message */
+	bool probe_said;       /* the broker said it: a CONNACK refusing the protocol version */
+	char verdict[1024];    /* the probe's conclusion, said again at every such failure */
+	bool refused_v5;       /* its conclusion: the broker said it does not take MQTT 5 */
 	/* On the application's event loop (options.loop); the loop's thread only, but closed */
 	bool on_loop;
 	struct mqp_loop loop;

@@ -286,16 +286,34 @@ static struct mqp_pool_stats stats_until(mqp_pool *p, bool (*done)(const struct 
 static void a_broker_that_speaks_only_311_is_named_and_confirmed(void **state)
 {
 	(void)state;
-	/* aedes: a 3.1.1 CONNACK with return code 1 to a v5 CONNECT; RabbitMQ 3.10: closes it. */
+	/* aedes: a 3.1.1 CONNACK with return code 1 to a v5 CONNECT - the broker says so: a
+	 * refusal, confirmed. RabbitMQ 3.10: closes it without a word - said as what it is, with what
+	 * the CONNECT was and that 3.1.1 was accepted, never "confirmed" (the Paho test broker closed
+	 * the pool's CONNECT so for a value it disliked, and the pool blamed the version). */
 	const char *modes[] = { "v311-only", "close-v5" };
 	for (int i = 0; i < 2; i++) {
 		struct fake f = fake_start(modes[i]);
-		char why[512];
+		char why[1024];
 		uint64_t took;
-		assert_int_equal(request_and_say(f.url, 5, why, sizeof why, &took), MQP_EREFUSED);
-		if (!strstr(why, "does not accept MQTT 5 (confirmed: it accepted an MQTT 3.1.1 CONNECT")
-		    || !strstr(why, "options.protocol = 4"))
-			fail_msg("%s: %s", modes[i], why);
+		mqp_err rc = request_and_say(f.url, 5, why, sizeof why, &took);
+		if (i == 0
+		    && (rc != MQP_EREFUSED
+		        || !strstr(why,
+		            "does not accept MQTT 5 (confirmed: it answered the MQTT 5 CONNECT with a "
+		            "3.1.1 "
+		            "CONNACK (3.1.1 return code 1")
+		        || !strstr(why, "an MQTT 3.1.1 CONNECT right after was accepted")
+		        || !strstr(why, "options.protocol = 4")))
+			fail_msg("%s: %s: %s", modes[i], mqp_strerror(rc), why);
+		if (i == 1
+		    && (rc != MQP_ECONNECT || strstr(why, "(confirmed:") || strstr(why, "does not accept")
+		        || !strstr(why,
+		            "closed the connection in answer to an MQTT 5 CONNECT without a "
+		            "CONNACK (it was")
+		        || !strstr(why, "Maximum Packet Size 268435455")
+		        || !strstr(why, "an MQTT 3.1.1 CONNECT right after was accepted")
+		        || !strstr(why, "not confirmed") || !strstr(why, "options.protocol = 4")))
+			fail_msg("%s: %s: %s", modes[i], mqp_strerror(rc), why);
 		assert_true(took < 2000 * MQC_NS_PER_MS); /* the check is one round trip */
 		/* With protocol 4 the same broker takes the connection (the fake holds it). */
 		mqp_pool *p = one_connection_pool(f.url, 4);
@@ -303,12 +321,14 @@ static void a_broker_that_speaks_only_311_is_named_and_confirmed(void **state)
 		mqp_pool_destroy(p);
 		fake_stop(&f);
 	}
-	/* 3.1.1 refused too: not confirmed, and the message does not blame the protocol version. */
+	/* 3.1.1 closed too: the message does not blame the protocol version. */
 	struct fake f = fake_start("close-all");
-	char why[512];
+	char why[1024];
 	uint64_t took;
 	assert_int_equal(request_and_say(f.url, 5, why, sizeof why, &took), MQP_ECONNECT);
-	if (!strstr(why, "not confirmed") || strstr(why, "options.protocol = 4"))
+	if (!strstr(why, "an MQTT 3.1.1 CONNECT right after fared no better")
+	    || !strstr(why, "not a matter of the protocol version") || strstr(why, "(confirmed:")
+	    || strstr(why, "options.protocol = 4"))
 		fail_msg("close-all: %s", why);
 	fake_stop(&f);
 }

@@ -162,7 +162,7 @@ static void on_connect(
 		/* In words, a 3.1.1 return code as 3.1.1's; "does not accept MQTT 5" confirmed. */
 		char why[768];
 		mqc_client_explain_connect_failure(
-		    &r->o.net.conn, r->o.net.conn.protocol, rc, "--protocol 3.1.1", why, sizeof why);
+		    &r->o.net.conn, r->o.net.conn.protocol, rc, "--protocol 3.1.1", NULL, why, sizeof why);
 		fprintf(stderr, "responder: %s\n", why);
 		r->exit_code = 1;
 		r->stopping = true;
@@ -206,7 +206,7 @@ static void on_disconnect(struct mosquitto *m, void *obj, int rc, const mosquitt
 		 * protocol asked for, or one at its connection limit. Which, is checked. */
 		char why[768];
 		mqc_client_explain_connect_failure(
-		    &r->o.net.conn, r->o.net.conn.protocol, -1, "--protocol 3.1.1", why, sizeof why);
+		    &r->o.net.conn, r->o.net.conn.protocol, -1, "--protocol 3.1.1", NULL, why, sizeof why);
 		fprintf(stderr, "responder: %s\n", why);
 		r->exit_code = 1;
 		r->stopping = true;

@@ -881,7 +881,10 @@ static void a_broker_that_refuses_the_gateway_stops_it_with_the_reason(void **st
 			break;
 	fclose(log);
 	run_to_exit(url, "", 1, out, sizeof out);
-	if (!strstr(out, "does not accept MQTT 5 (confirmed: it accepted an MQTT 3.1.1 CONNECT")
+	if (!strstr(out,
+	        "does not accept MQTT 5 (confirmed: it answered the MQTT 5 CONNECT with a "
+	        "3.1.1 CONNACK")
+	    || !strstr(out, "an MQTT 3.1.1 CONNECT right after was accepted")
 	    || !strstr(out, "--protocol 3.1.1"))
 		fail_msg("a 3.1.1-only broker: %s", out);
 	tb_test_responder_kill(&fake);
