@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "io.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -516,6 +517,45 @@ static void flush_all(struct mqp_pool *p)
 	mqp__conn_flush(p, &p->probe);
 }
 
+/* The pool's end: every connection says goodbye and shuts its side, and what the brokers still
+ * send (a QoS 2 command's PUBCOMP after its reply, say) is read until they close theirs - within
+ * CLOSE_WAIT_MS in all: a close with unread bytes would be a reset under the broker's last packet.
+ * Waits on the descriptors itself: on an event loop, the loop is being left. */
+enum { CLOSE_WAIT_MS = 250 };
+
+static void close_gracefully(struct mqp_pool *p)
+{
+	for (unsigned i = 0; i < p->opt.max_size; i++)
+		if (p->conns[i].open)
+			mqp__conn_retire(p, &p->conns[i]);
+	uint64_t until = mqc_now_ns() + CLOSE_WAIT_MS * MQC_NS_PER_MS;
+	struct pollfd *fds = calloc(p->opt.max_size, sizeof *fds);
+	struct pconn **who = calloc(p->opt.max_size, sizeof *who);
+	for (uint64_t now = mqc_now_ns(); fds && who && now < until; now = mqc_now_ns()) {
+		nfds_t n = 0;
+		for (unsigned i = 0; i < p->opt.max_size; i++) {
+			struct pconn *c = &p->conns[i];
+			if (c->open && c->stage == STAGE_CLOSING) {
+				fds[n] = (struct pollfd) { .fd = c->w.fd,
+					.events = (short)(POLLIN | (c->w.short_send ? POLLOUT : 0)) };
+				who[n++] = c;
+			}
+		}
+		if (n == 0 || poll(fds, n, (int)((until - now) / MQC_NS_PER_MS) + 1) <= 0)
+			break;
+		for (nfds_t k = 0; k < n; k++)
+			if (fds[k].revents)
+				mqp__conn_io(p, who[k],
+				    (fds[k].revents & (POLLIN | POLLHUP | POLLERR) ? (uint32_t)EPOLLIN : 0u)
+				        | (fds[k].revents & POLLOUT ? (uint32_t)EPOLLOUT : 0u));
+	}
+	free(fds);
+	free(who);
+	for (unsigned i = 0; i < p->opt.max_size; i++)
+		if (p->conns[i].open)
+			mqp__conn_close(p, &p->conns[i]); /* the broker never closed its side */
+}
+
 void mqp__io_close(struct mqp_pool *p)
 {
 	/* Every op completes with MQP_ECLOSED, every connection goes. */
@@ -539,9 +579,7 @@ void mqp__io_close(struct mqp_pool *p)
 		mqp__deliver(p, op, op->result);
 	}
 	p->later_tail = &p->later;
-	for (unsigned i = 0; i < p->opt.max_size; i++)
-		if (p->conns[i].open)
-			mqp__conn_disconnect(p, &p->conns[i]);
+	close_gracefully(p);
 	if (p->probe.open)
 		mqp__conn_close(p, &p->probe);
 	publish_gauges(p);

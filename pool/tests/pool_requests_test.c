@@ -197,6 +197,31 @@ static void bad_arguments_are_refused(void **state)
 	assert_string_equal(mqp_strerror(999), "unknown error");
 }
 
+/* A payload within the API's 256 MiB but past what one MQTT packet can carry (a Remaining Length
+ * of 268,435,455): too big, said at once - never "out of memory" (3.1.1 and 5 alike). */
+static void a_payload_mqtt_cannot_carry_is_too_big(void **state)
+{
+	(void)state;
+	size_t len = (size_t)256 << 20;
+	void *payload = calloc(1, len); /* untouched pages until the pool copies them */
+	assert_non_null(payload);
+	for (int protocol = 4; protocol <= 5; protocol++) {
+		struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+		o.protocol = protocol;
+		o.min_size = 1;
+		mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
+		assert_int_equal(mqp_pool_publish(p, "big/x", payload, len, 1, 0, 10000), MQP_ETOOBIG);
+		char why[512];
+		mqp_pool_last_error(p, why, sizeof why);
+		if (!strstr(why, "does not fit in an MQTT packet"))
+			fail_msg("protocol %d: %s", protocol, why);
+		/* and the connection is still fine for what fits */
+		assert_int_equal(mqp_pool_publish(p, "big/x", "small", 5, 1, 0, 5000), MQP_OK);
+		mqp_pool_destroy(p);
+	}
+	free(payload);
+}
+
 static void timeout_when_the_device_never_answers(void **state)
 {
 	(void)state;
@@ -521,6 +546,7 @@ int main(void)
 		cmocka_unit_test(a_returned_call_is_not_outstanding),
 		cmocka_unit_test(two_pools_in_one_process_do_not_collide),
 		cmocka_unit_test(timeout_when_the_device_never_answers),
+		cmocka_unit_test(a_payload_mqtt_cannot_carry_is_too_big),
 		cmocka_unit_test(commands_expire_with_their_timeout),
 		cmocka_unit_test(a_cancelled_request_answered_late_is_counted_late),
 		cmocka_unit_test(adversarial_device_never_crosses_replies),
