@@ -155,21 +155,34 @@ static size_t str_size(const char *s)
 	return 2 + strlen(s);
 }
 
+/* A string MQTT can carry: UTF-8 without U+0000, at most 65,535 bytes. MQC_ENC_OK, or why not. */
+static int str_check(const char *s)
+{
+	size_t n = strlen(s);
+	if (n > MQC_STR_MAX)
+		return MQC_ENC_TOOBIG;
+	return mqc_utf8_valid(s, n) ? MQC_ENC_OK : MQC_ENC_INVALID;
+}
+
 int mqc_enc_connect(struct mqc_buf *b, const struct mqc_connect *c)
 {
 	bool v5 = c->protocol == 5;
 	if (!c->client_id || (c->protocol != 4 && c->protocol != 5))
 		return MQC_ENC_INVALID;
-	if (strlen(c->client_id) > 65535 || (c->username && strlen(c->username) > 65535)
-	    || (c->password && strlen(c->password) > 65535))
-		return MQC_ENC_TOOBIG;
+	int rc = str_check(c->client_id);
+	if (rc == MQC_ENC_OK && c->username)
+		rc = str_check(c->username);
+	if (rc == MQC_ENC_OK && c->password && strlen(c->password) > MQC_STR_MAX)
+		rc = MQC_ENC_TOOBIG; /* binary data: any bytes */
+	if (rc != MQC_ENC_OK)
+		return rc;
 	/* MQTT 5 properties: Receive Maximum, Maximum Packet Size, Topic Alias Maximum 0. Zero is a
 	 * protocol error for the first two: they are left out instead (the protocol's defaults). */
 	size_t props = (c->receive_max ? 3 : 0) + (c->max_packet ? 5 : 0) + 3;
 	size_t body = 6 + 1 + 1 + 2 + (v5 ? varint_size(props) + props : 0) + str_size(c->client_id)
 	    + (c->username ? str_size(c->username) : 0) + (c->password ? str_size(c->password) : 0);
 	struct writer w;
-	int rc = begin(b, &w, MQC_CONNECT << 4, body);
+	rc = begin(b, &w, MQC_CONNECT << 4, body);
 	if (rc != MQC_ENC_OK)
 		return rc;
 	put_str(&w, "MQTT");
@@ -236,11 +249,18 @@ int mqc_enc_publish(struct mqc_buf *b, int protocol, const char *topic, int qos,
 	bool v5 = protocol == 5;
 	if (qos < 0 || qos > 2 || (qos && !mid))
 		return MQC_ENC_INVALID;
+	int rc = str_check(topic);
+	if (rc == MQC_ENC_OK && (!*topic || strpbrk(topic, "+#")))
+		rc = MQC_ENC_INVALID; /* a topic name: one character at least, no wildcard */
+	if (rc == MQC_ENC_OK && v5 && pp && pp->response_topic)
+		rc = str_check(pp->response_topic);
+	if (rc != MQC_ENC_OK)
+		return rc;
 	size_t body = publish_body(protocol, topic, qos, pp, len);
 	if (body == SIZE_MAX)
 		return MQC_ENC_TOOBIG;
 	struct writer w;
-	int rc = begin(b, &w, (unsigned)(MQC_PUBLISH << 4 | qos << 1 | (retain ? 1 : 0)), body);
+	rc = begin(b, &w, (unsigned)(MQC_PUBLISH << 4 | qos << 1 | (retain ? 1 : 0)), body);
 	if (rc != MQC_ENC_OK)
 		return rc;
 	put_str(&w, topic);
@@ -271,12 +291,13 @@ int mqc_enc_subscribe(struct mqc_buf *b, int protocol, uint16_t mid, const char 
 	bool v5 = protocol == 5;
 	if (!mid || qos < 0 || qos > 2 || sub_id > MQC_REMAINING_MAX)
 		return MQC_ENC_INVALID;
-	if (strlen(filter) > 65535)
-		return MQC_ENC_TOOBIG;
+	int rc = str_check(filter);
+	if (rc != MQC_ENC_OK)
+		return rc;
 	size_t props = v5 && sub_id ? 1 + varint_size(sub_id) : 0;
 	size_t body = 2 + (v5 ? varint_size(props) + props : 0) + str_size(filter) + 1;
 	struct writer w;
-	int rc = begin(b, &w, MQC_SUBSCRIBE << 4 | 0x2, body);
+	rc = begin(b, &w, MQC_SUBSCRIBE << 4 | 0x2, body);
 	if (rc != MQC_ENC_OK)
 		return rc;
 	put_u16(&w, mid);
@@ -297,11 +318,12 @@ int mqc_enc_unsubscribe(struct mqc_buf *b, int protocol, uint16_t mid, const cha
 	bool v5 = protocol == 5;
 	if (!mid)
 		return MQC_ENC_INVALID;
-	if (strlen(filter) > 65535)
-		return MQC_ENC_TOOBIG;
+	int rc = str_check(filter);
+	if (rc != MQC_ENC_OK)
+		return rc;
 	size_t body = 2 + (v5 ? 1 : 0) + str_size(filter);
 	struct writer w;
-	int rc = begin(b, &w, MQC_UNSUBSCRIBE << 4 | 0x2, body);
+	rc = begin(b, &w, MQC_UNSUBSCRIBE << 4 | 0x2, body);
 	if (rc != MQC_ENC_OK)
 		return rc;
 	put_u16(&w, mid);
@@ -718,6 +740,8 @@ mqc_malformed mqc_dec_publish(const struct mqc_packet *pk, int protocol, struct 
 		return r.bad;
 	if (out->topic.len == 0)
 		return "PUBLISH without a topic";
+	if (memchr(out->topic.p, '+', out->topic.len) || memchr(out->topic.p, '#', out->topic.len))
+		return "a PUBLISH topic with a wildcard";
 	out->payload = r.p;
 	out->len = left(&r);
 	return NULL;

@@ -137,7 +137,8 @@ enum mqc_enc_result {
 	MQC_ENC_NOMEM = -1,   /* memory ran out */
 	MQC_ENC_TOOBIG = -2,  /* a string over 65,535 bytes, or a packet over b->max_packet (or
 	                         over what MQTT can encode) */
-	MQC_ENC_INVALID = -3, /* a value the packet cannot carry (QoS 3, packet identifier 0, ...) */
+	MQC_ENC_INVALID = -3, /* a value the packet cannot carry (QoS 3, packet identifier 0, a
+	                         string that is not UTF-8 or holds U+0000, ...) */
 };
 
 struct mqc_connect {
