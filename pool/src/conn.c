@@ -391,6 +391,8 @@ static int conn_start(struct mqp_pool *p, struct pconn *c, int protocol)
 		.max_qos = 2,
 		.retain_available = true,
 		.sub_ids_available = protocol == 5,
+		.wildcards_available = true,
+		.shared_available = true,
 		.keepalive_s = p->opt.keepalive_s,
 	};
 	c->qtail = &c->qhead;
@@ -690,7 +692,14 @@ static int subscribe(struct pconn *c, enum mid_kind kind, struct op *op, const c
 int mqp__conn_subscribe(struct mqp_pool *p, struct pconn *c, struct op *op, const char *filter,
     int qos, int options, uint32_t sub_id)
 {
-	(void)p;
+	/* What the broker's CONNACK said it does not take is refused here, saying so: sent, it
+	 * would be a protocol error [MQTT-3.2.2-...] and the connection would close. */
+	bool shared = strncmp(filter, "$share/", 7) == 0;
+	if ((!c->wildcards_available && strpbrk(filter, "+#")) || (!c->shared_available && shared)) {
+		mqp__set_error(p, "the broker at %s takes no %s subscriptions (its CONNACK said so): %s",
+		    c->w.where, shared && !c->shared_available ? "shared" : "wildcard", filter);
+		return MQP_EDENIED;
+	}
 	uint16_t mid = 0;
 	int rc = subscribe(c, MID_SUB, op, filter, qos, options, sub_id, &mid);
 	op->mid = mid;
@@ -944,6 +953,8 @@ static void on_connack(struct mqp_pool *p, struct pconn *c, const struct mqc_pac
 		c->max_qos = a.max_qos;
 		c->retain_available = a.retain_available;
 		c->sub_ids_available = a.sub_ids_available;
+		c->wildcards_available = a.wildcards_available;
+		c->shared_available = a.shared_available;
 		if (a.has_server_keepalive)
 			c->keepalive_s = a.server_keepalive;
 	}
@@ -953,9 +964,11 @@ static void on_connack(struct mqp_pool *p, struct pconn *c, const struct mqc_pac
 		conn_ready(c);
 		return;
 	}
-	/* Subscribed once, for the connection's life: no local echo, never a retained "reply". */
+	/* Subscribed once, for the connection's life: no local echo, never a retained "reply". The
+	 * Response Topic is the inbox itself; "/#" takes what a device appends, where wildcards are
+	 * allowed (a broker may say they are not: Wildcard Subscription Available 0). */
 	char filter[MQP_TOPIC_MAX];
-	snprintf(filter, sizeof filter, "%s/#", c->inbox);
+	snprintf(filter, sizeof filter, "%s%s", c->inbox, c->wildcards_available ? "/#" : "");
 	if (subscribe(c, MID_SUB, NULL, filter, 1, MQC_SUBOPT_NO_LOCAL | MQC_SUBOPT_RETAIN_NEVER, 0,
 	        &c->inbox_mid)
 	    != MQP_OK) {

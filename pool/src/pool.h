@@ -109,6 +109,7 @@ struct pconn {
 	unsigned nin2;
 	uint8_t max_qos;
 	bool retain_available, sub_ids_available;
+	bool wildcards_available, shared_available; /* what its CONNACK said (MQTT 5; else true) */
 	unsigned keepalive_s;
 	struct lsub *lsubs; /* legacy reply topics subscribed, most recent use last */
 	unsigned nlsubs;

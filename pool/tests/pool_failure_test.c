@@ -390,6 +390,41 @@ static void a_broker_that_stops_answering_is_dropped_at_its_keepalive(void **sta
 	fake_stop(&f);
 }
 
+/* A broker whose CONNACK says it takes no wildcard and no shared subscriptions (tb-fake-broker
+ * no-wildcards refuses a wildcard SUBSCRIBE with 0xA2): the pool's inbox is subscribed exactly,
+ * so the connection comes up, and a lease's wildcard or shared filter is refused before it is
+ * sent, naming why. */
+static void what_the_broker_says_it_does_not_take_is_not_sent(void **state)
+{
+	(void)state;
+	struct fake f = fake_start("no-wildcards");
+	mqp_pool *p = one_connection_pool(f.url, 5);
+	struct mqp_pool_stats st = stats_until(p, is_ready);
+	if (st.ready != 1) {
+		char why[512];
+		mqp_pool_last_error(p, why, sizeof why);
+		fail_msg("not ready (the inbox SUBSCRIBE refused?): %s", why);
+	}
+	mqp_lease l;
+	assert_int_equal(mqp_pool_acquire(p, 3000, &l), MQP_OK);
+	const char *filters[] = { "a/+/c", "a/#", "$share/g/a" };
+	const char *want[]
+	    = { "no wildcard subscriptions", "no wildcard subscriptions", "no shared subscriptions" };
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(mqp_lease_subscribe(&l, filters[i], 1, 0, 2000), MQP_EDENIED);
+		char why[512];
+		mqp_pool_last_error(p, why, sizeof why);
+		if (!strstr(why, want[i]) || !strstr(why, filters[i]))
+			fail_msg("%s: %s", filters[i], why);
+	}
+	assert_int_equal(mqp_lease_subscribe(&l, "a/b/c", 1, 0, 2000), MQP_OK);
+	mqp_lease_release(&l);
+	mqp_pool_stats(p, &st, sizeof st);
+	assert_int_equal(st.protocol_errors, 0);
+	mqp_pool_destroy(p);
+	fake_stop(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -400,6 +435,7 @@ int main(void)
 		cmocka_unit_test(a_broker_that_speaks_only_311_is_named_and_confirmed),
 		cmocka_unit_test(refusals_and_malformed_packets_are_named),
 		cmocka_unit_test(a_broker_that_stops_answering_is_dropped_at_its_keepalive),
+		cmocka_unit_test(what_the_broker_says_it_does_not_take_is_not_sent),
 	};
 	return TB_TEST_RUN(tests, NULL);
 }

@@ -20,6 +20,8 @@
  *               such as a probe's /metrics, that hangs
  *   no-pingresp CONNACK (v5: with Server Keep Alive 1 s), every SUBSCRIBE granted, and then
  *               nothing: PINGREQ is never answered (a broker, or a path to it, that went dark)
+ *   no-wildcards  v5 CONNACK saying Wildcard and Shared Subscription Available 0; a SUBSCRIBE
+ *               with a wildcard is refused (0xA2), one without granted; nothing else answered
  * Prints FAKE_BROKER_URL=mqtt://127.0.0.1:PORT and "ready" once it listens; counts CONNECTs by
  * protocol level and prints them when SIGTERM ends it ("fake-broker: connects v5 N v311 M").
  */
@@ -43,10 +45,11 @@ enum mode {
 	MALFORMED,
 	DENY_SUBSCRIBE,
 	SILENT,
-	NO_PINGRESP
+	NO_PINGRESP,
+	NO_WILDCARDS
 };
 static const char *const names[] = { "v311-only", "close-v5", "close-all", "refuse", "malformed",
-	"deny-subscribe", "silent", "no-pingresp" };
+	"deny-subscribe", "silent", "no-pingresp", "no-wildcards" };
 
 enum { MAX_CLIENTS = 64 };
 
@@ -77,9 +80,11 @@ static void answer(struct client *c, enum mode mode, int level)
 {
 	static const unsigned char ok311[] = { 0x20, 2, 0, 0 }, ok5[] = { 0x20, 3, 0, 0, 0 },
 	                           bad_version311[] = { 0x20, 2, 0, 1 }, no311[] = { 0x20, 2, 0, 5 },
-	                           no5[] = { 0x20, 3, 0, 0x87, 0 }, qos3[] = { 0x36, 3, 0, 1, 't' },
-	                           /* properties: Server Keep Alive (0x13) = 1 s */
-	    ok5_keepalive1[] = { 0x20, 6, 0, 0, 3, 0x13, 0, 1 };
+	                           no5[] = { 0x20, 3, 0, 0x87, 0 }, qos3[] = { 0x36, 3, 0, 1, 't' };
+	/* properties: Server Keep Alive (0x13) = 1 s; Wildcard (0x28) and Shared (0x2A) Subscription
+	 * Available 0 */
+	static const unsigned char ok5_keepalive1[] = { 0x20, 6, 0, 0, 3, 0x13, 0, 1 },
+	                           ok5_no_wildcards[] = { 0x20, 7, 0, 0, 4, 0x28, 0, 0x2A, 0 };
 	bool v5 = level == 5;
 	const unsigned char *out = NULL;
 	size_t len = 0;
@@ -110,6 +115,10 @@ static void answer(struct client *c, enum mode mode, int level)
 			out = v5 ? ok5_keepalive1 : ok311;
 			len = v5 ? sizeof ok5_keepalive1 : sizeof ok311;
 			break;
+		case NO_WILDCARDS:
+			out = v5 ? ok5_no_wildcards : ok311;
+			len = v5 ? sizeof ok5_no_wildcards : sizeof ok311;
+			break;
 		case SILENT: /* never reached: its connections are read and not answered */
 		case MALFORMED:
 		case DENY_SUBSCRIBE:
@@ -128,12 +137,21 @@ static void answer(struct client *c, enum mode mode, int level)
 }
 
 /* A SUBSCRIBE at the front of what came (small: one read) gets its SUBACK: refused
- * (deny-subscribe), or granted QoS 1 (no-pingresp). */
-static void answer_subscribe(struct client *c, const unsigned char *p, size_t n, bool grant)
+ * (deny-subscribe), granted QoS 1 (no-pingresp), or refused when its filter has a wildcard
+ * (no-wildcards: 0xA2, Wildcard Subscriptions not supported). */
+static void answer_subscribe(struct client *c, const unsigned char *p, size_t n, enum mode mode)
 {
-	if (n < 4 || p[0] != 0x82 || (p[1] & 0x80))
+	if (n < 4 || p[0] != 0x82 || (p[1] & 0x80) || (size_t)p[1] + 2 > n)
 		return;
-	unsigned char v5[] = { 0x90, 4, p[2], p[3], 0, grant ? 1 : 0x87 };
+	bool grant = mode == NO_PINGRESP;
+	if (mode == NO_WILDCARDS) { /* id, properties (one-byte length, skipped), the filter */
+		size_t at = 4 + (c->level == 5 ? 1u + p[4] : 0u);
+		size_t flen = at + 2 <= n ? (size_t)p[at] << 8 | p[at + 1] : 0;
+		bool whole = at + 2 + flen <= n;
+		grant = whole && !memchr(p + at + 2, '+', flen) && !memchr(p + at + 2, '#', flen);
+	}
+	unsigned char refusal = mode == NO_WILDCARDS ? 0xA2 : 0x87;
+	unsigned char v5[] = { 0x90, 4, p[2], p[3], 0, grant ? 1 : refusal };
 	unsigned char v311[] = { 0x90, 3, p[2], p[3], grant ? 1 : 0x80 };
 	if (c->level == 5)
 		send(c->fd, v5, sizeof v5, MSG_NOSIGNAL);
@@ -171,15 +189,15 @@ int main(int argc, char **argv)
 		} else {
 			fprintf(stderr,
 			    "usage: tb-fake-broker --mode "
-			    "v311-only|close-v5|close-all|refuse|malformed|deny-subscribe|silent|no-pingresp "
-			    "[--port N]\n");
+			    "v311-only|close-v5|close-all|refuse|malformed|deny-subscribe|silent|no-pingresp|"
+			    "no-wildcards [--port N]\n");
 			return 2;
 		}
 	}
 	if (mode < 0) {
 		fprintf(stderr,
 		    "tb-fake-broker: --mode: expected v311-only, close-v5, close-all, refuse, malformed, "
-		    "deny-subscribe, silent or no-pingresp\n");
+		    "deny-subscribe, silent, no-pingresp or no-wildcards\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -234,8 +252,8 @@ int main(int argc, char **argv)
 				continue;
 			}
 			if (c->answered) { /* what follows CONNECT is not kept: the buffer is reused */
-				if (mode == DENY_SUBSCRIBE || mode == NO_PINGRESP)
-					answer_subscribe(c, c->buf + c->len, (size_t)n, mode == NO_PINGRESP);
+				if (mode == DENY_SUBSCRIBE || mode == NO_PINGRESP || mode == NO_WILDCARDS)
+					answer_subscribe(c, c->buf + c->len, (size_t)n, (enum mode)mode);
 				c->len = 0;
 				continue;
 			}
