@@ -15,6 +15,7 @@
 #include "mqc_clock.h"
 #include "mqc_random.h"
 #include "mqc_strutil.h"
+#include "mqc_template.h"
 
 static void usage_main(FILE *out)
 {
@@ -203,8 +204,10 @@ static const struct mqc_cli_opt options[] = {
 	    R_ },
 	{ "reply-template", O_REPLYTPL, "T",
 	    "the legacy model (implied by --protocol 3.1.1; over MQTT 5\nto compare): where a "
-	    "command's reply comes, {topic} the\ncommand topic (default {topic}/reply, as the "
-	    "responder\nanswers); the reply is matched by the request id the\ncommand carries",
+	    "command's reply comes, {topic} the\ncommand topic, {1}..{9} its levels "
+	    "(default " MQC_REPLY_TEMPLATE_DEFAULT
+	    ",\nas the responder answers); the reply is matched by the\n"
+	    "request id the command carries",
 	    R_ },
 	{ "fail-after", O_FAILAFTER, "D",
 	    "end a mode that has had nothing but connection failures\nfor D, with exit 1 and their "
@@ -356,11 +359,15 @@ static int on_option(const struct mqc_cli *cli, int key, const char *name, const
 			return parse_duration(cli, name, value, true, &o->timeout_ns);
 		case O_FAILAFTER:
 			return parse_duration(cli, name, value, true, &o->fail_after_ns);
-		case O_REPLYTPL:
-			if (!strstr(value, "{topic}") && strpbrk(value, "+#"))
-				return mqc_cli_bad(cli, name, value, "a topic without wildcards, {topic} allowed");
+		case O_REPLYTPL: {
+			char why[160], expect[200];
+			if (mqc_template_check(value, why, sizeof why) != 0) {
+				snprintf(expect, sizeof expect, "a reply-topic template (%s)", why);
+				return mqc_cli_bad(cli, name, value, expect);
+			}
 			o->reply_template = value;
 			return 0;
+		}
 		case O_DURATION:
 			return parse_duration(cli, name, value, true, &o->duration_ns);
 		case O_DRAIN:
@@ -520,7 +527,7 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 	if (sc == SC_REQUEST && (o->net.conn.protocol == 4 || o->reply_template)) {
 		o->legacy = true;
 		if (!o->reply_template)
-			o->reply_template = "{topic}/reply";
+			o->reply_template = MQC_REPLY_TEMPLATE_DEFAULT;
 		if (!o->topic_given)
 			o->pub_topic = "devices/bench-{worker}/commands/ping";
 	}

@@ -66,7 +66,7 @@ struct bench_opts {
 	unsigned pool_size;
 	uint64_t timeout_ns;        /* per request */
 	uint64_t fail_after_ns;     /* a mode with only connection failures this long ends */
-	const char *reply_template; /* the legacy model's reply topic: {topic}/reply */
+	const char *reply_template; /* the legacy model's reply topic (mqc_template.h) */
 	bool legacy;                /* --protocol 3.1.1 or --reply-template: the legacy model */
 	bool topic_given;
 };

@@ -36,6 +36,7 @@
 #include "mqbench.h"
 #include "mqc_clock.h"
 #include "mqc_request.h"
+#include "mqc_template.h"
 #include "mqttpool.h"
 
 const char *const bench_request_modes[BENCH_REQUEST_MODES]
@@ -141,7 +142,32 @@ int bench_legacy_topics(
 	snprintf(n, sizeof n, "%u", id);
 	if (expand(o->pub_topic, "{worker}", n, topic, tlen) != 0)
 		return -1;
-	return o->reply_template ? expand(o->reply_template, "{topic}", topic, reply, rlen) : 0;
+	return o->reply_template && mqc_template_expand(o->reply_template, topic, reply, rlen) < 0 ? -1
+	                                                                                           : 0;
+}
+
+/* The command filter a device listens on by default (the responder's). */
+#define DEVICE_COMMAND_FILTER "devices/+/commands/#"
+
+/* When the legacy reply topic falls under the devices' command filter: a 3.1.1 device (no
+ * no-local) would take its own reply for a command, so the responder refuses to send it and
+ * counts a loop. Said when nothing answered; "" otherwise. */
+static const char *loop_hint(const struct bench_opts *o, char *out, size_t len)
+{
+	char topic[256], reply[512];
+	bool under = false;
+	if (!o->legacy || !o->reply_template
+	    || bench_legacy_topics(o, 0, topic, sizeof topic, reply, sizeof reply) != 0
+	    || mosquitto_topic_matches_sub(DEVICE_COMMAND_FILTER, reply, &under) != MOSQ_ERR_SUCCESS
+	    || !under)
+		return "";
+	snprintf(out, len,
+	    "; the reply topic %s is under the devices' command filter " DEVICE_COMMAND_FILTER
+	    ", where a 3.1.1 device would take its own reply for a command: the responder refuses "
+	    "such a reply as a loop (loops_refused in its summary); " MQC_REPLY_TEMPLATE_DEFAULT
+	    " is outside it",
+	    reply);
+	return out;
 }
 
 int bench_legacy_match(void *userdata, const struct mqp_message *m)
@@ -620,8 +646,9 @@ int bench_run_request(const struct bench_opts *o)
 			    f->c[0].cause);
 			rc = 1;
 		} else if (r[m].ran && r[m].done == 0) {
-			fprintf(stderr, "mqbench: %s: no request got its reply (is a device answering %s?)\n",
-			    bench_request_modes[m], o->pub_topic);
+			char loop[512];
+			fprintf(stderr, "mqbench: %s: no request got its reply (is a device answering %s?)%s\n",
+			    bench_request_modes[m], o->pub_topic, loop_hint(o, loop, sizeof loop));
 			rc = 1;
 		}
 		if (r[m].ran && (r[m].errors || f->n)) {

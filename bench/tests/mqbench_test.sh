@@ -358,7 +358,7 @@ fi
 responder_pid=$!
 for _ in $(seq 50); do grep -q RESPONDER_READY "$tmp/resp" && break; sleep 0.1; done
 "$MQB" throughput --broker "$MQTT_URL" "${auth[@]}" --rate 100 --duration 2s \
-  --pub-topic mqbench-acc/cmd --sub-filter mqbench-acc/cmd/reply --json >"$tmp/acc.json" 2>"$tmp/acc.err" \
+  --pub-topic mqbench-acc/cmd --sub-filter replies/mqbench-acc/cmd --json >"$tmp/acc.json" 2>"$tmp/acc.err" \
   || fail "accuracy run: $(cat "$tmp/acc.err")"
 min=$(hist "$tmp/acc.json" intended min)
 p50=$(hist "$tmp/acc.json" intended p50)
@@ -391,7 +391,7 @@ else
 fi
 python3 "$here/result_shape.py" "$tmp/req.json" >"$tmp/shape.out" 2>&1 \
   && pass "--json: the request result's fields, mode by mode" || fail "request shape: $(cat "$tmp/shape.out")"
-# The legacy model (MQTT 3.1.1): a device per worker, replies on {topic}/reply matched by id; the
+# The legacy model (MQTT 3.1.1): a device per worker, replies on replies/{topic} matched by id; the
 # pool keeps its connections (warm), naive connects per request.
 "$MQB" request --broker "$MQTT_URL" "${auth[@]}" --protocol 3.1.1 --concurrency 4 --duration 1s \
   --pool-size 3 --metrics-url "$METRICS_URL" --json >"$tmp/leg.json" 2>"$tmp/leg.err" \

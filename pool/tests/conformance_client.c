@@ -2,9 +2,10 @@
 /*
  * conformance_client.c - the pool's calls against any broker (scripts/conformance runs it against
  * the Paho test broker and FlashMQ): requests at QoS 0, 1 and 2 (MQTT 5, through a device that
- * answers devices/+/commands/+) or legacy requests (3.1.1, the device answering on
- * {topic}/reply), a lease that subscribes, publishes to itself and receives, and a retained read.
- * Prints "ok: ..." per check, "FAIL: ..." with the pool's own words, exits 1 on any failure.
+ * answers devices/+/commands/#) or legacy requests (3.1.1, the device answering on
+ * replies/{topic}, every tool's default), a lease that subscribes, publishes to itself and
+ * receives, and a retained read. Prints "ok: ..." per check, "FAIL: ..." with the pool's own words,
+ * exits 1 on any failure.
  *
  * Usage: pool_conformance URL 5|4 [--no-retained WHY]
  */
@@ -68,7 +69,7 @@ int main(int argc, char **argv)
 				rc = mqp_pool_request(p, topic, payload, (size_t)n, qos, 5000, &reply);
 			} else {
 				char reply_topic[128];
-				snprintf(reply_topic, sizeof reply_topic, "%s/reply", topic);
+				snprintf(reply_topic, sizeof reply_topic, "replies/%s", topic);
 				rc = mqp_pool_request_legacy(p, topic, payload, (size_t)n, qos, reply_topic,
 				    is_payload, payload, 5000, &reply);
 			}

@@ -336,8 +336,8 @@ static void mqtt311_leases_work_and_are_discarded_after_subscribing(void **state
 	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
 	struct mqp_reply reply;
 	assert_int_equal(mqp_pool_request(p, "v3/d/cmd", "x", 1, 0, 1000, &reply), MQP_EINVAL);
-	assert_int_equal(mqp_pool_request_legacy(
-	                     p, "v3/d/cmd", "hello", 5, 1, "v3/d/cmd/reply", NULL, NULL, 3000, &reply),
+	assert_int_equal(mqp_pool_request_legacy(p, "v3/d/cmd", "hello", 5, 1, "replies/v3/d/cmd", NULL,
+	                     NULL, 3000, &reply),
 	    MQP_OK);
 	assert_string_equal(reply.payload, "hello");
 	mqp_reply_free(&reply);

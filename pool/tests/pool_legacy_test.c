@@ -33,8 +33,8 @@ static void *legacy_work(void *arg)
 		char nonce[48];
 		int n = snprintf(nonce, sizeof nonce, "legacy-%d-%d", w->id, k);
 		struct mqp_reply reply;
-		if (mqp_pool_request_legacy(w->pool, "leg/d1/cmd", nonce, (size_t)n, 1, "leg/d1/cmd/reply",
-		        NULL, NULL, 5000, &reply)
+		if (mqp_pool_request_legacy(w->pool, "leg/d1/cmd", nonce, (size_t)n, 1,
+		        "replies/leg/d1/cmd", NULL, NULL, 5000, &reply)
 		    == MQP_OK) {
 			w->ok++;
 			if (reply.len != (size_t)n || memcmp(reply.payload, nonce, (size_t)n) != 0)
@@ -54,7 +54,7 @@ static int payload_starts_with_ok(void *userdata, const struct mqp_message *m)
 static void legacy_fixed_reply_topic_is_safe(void **state)
 {
 	(void)state;
-	/* A 3.1.1 device that answers on {topic}/reply, echoing the payload. */
+	/* A 3.1.1 device that answers on replies/{topic}, echoing the payload. */
 	struct tb_responder r = tb_test_responder(
 	    RESPONDER_PATH, "--filter", "leg/+/cmd", "--protocol", "3.1.1", "--qos", "1", NULL);
 	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, NULL);
@@ -79,10 +79,10 @@ static void legacy_fixed_reply_topic_is_safe(void **state)
 		assert_int_equal(w[i].mismatches, 0);
 	}
 	/* A match callback skips what is not the reply. */
-	assert_int_equal(mqp_pool_request_legacy(p, "leg/d1/cmd", "no", 2, 1, "leg/d1/cmd/reply",
+	assert_int_equal(mqp_pool_request_legacy(p, "leg/d1/cmd", "no", 2, 1, "replies/leg/d1/cmd",
 	                     payload_starts_with_ok, NULL, 300, &reply),
 	    MQP_ETIMEDOUT);
-	assert_int_equal(mqp_pool_request_legacy(p, "leg/d1/cmd", "ok!", 3, 1, "leg/d1/cmd/reply",
+	assert_int_equal(mqp_pool_request_legacy(p, "leg/d1/cmd", "ok!", 3, 1, "replies/leg/d1/cmd",
 	                     payload_starts_with_ok, NULL, 3000, &reply),
 	    MQP_OK);
 	assert_string_equal(reply.payload, "ok!");
@@ -112,10 +112,10 @@ static void legacy_a_late_reply_never_reaches_the_next_caller(void **state)
 		mqp_pool_stats(p, &st, sizeof st);
 		uint64_t late = st.late_replies;
 		assert_int_equal(mqp_pool_request_legacy(p, "slowleg/d1/cmd", "from-A", 6, 1,
-		                     "slowleg/d1/cmd/reply", NULL, NULL, 800, &reply),
+		                     "replies/slowleg/d1/cmd", NULL, NULL, 800, &reply),
 		    MQP_ETIMEDOUT);
 		assert_int_equal(mqp_pool_request_legacy(p, "slowleg/d1/cmd", "from-B", 6, 1,
-		                     "slowleg/d1/cmd/reply", NULL, NULL, 5000, &reply),
+		                     "replies/slowleg/d1/cmd", NULL, NULL, 5000, &reply),
 		    MQP_OK);
 		assert_string_equal(reply.payload, "from-B");
 		mqp_reply_free(&reply);
@@ -146,7 +146,7 @@ static void *warm_work(void *arg)
 	struct warm_worker *w = arg;
 	char topic[64], reply_topic[80];
 	snprintf(topic, sizeof topic, "warm/w%d/cmd", w->id);
-	snprintf(reply_topic, sizeof reply_topic, "%s/reply", topic);
+	snprintf(reply_topic, sizeof reply_topic, "replies/%s", topic);
 	for (int k = 0; k < 100; k++) {
 		char id[48];
 		int n = snprintf(id, sizeof id, "req-%d-%d", w->id, k);
@@ -202,7 +202,7 @@ static void legacy_requests_keep_connections_warm(void **state)
 		char topics[20][2][48];
 		for (int i = 0; i < 20; i++) {
 			snprintf(topics[i][0], sizeof topics[i][0], "warm/a%d/cmd", i);
-			snprintf(topics[i][1], sizeof topics[i][1], "warm/a%d/cmd/reply", i);
+			snprintf(topics[i][1], sizeof topics[i][1], "replies/warm/a%d/cmd", i);
 			assert_int_equal(mqp_pool_request_legacy_async(p, topics[i][0], "hi", 2, 1,
 			                     topics[i][1], NULL, NULL, 5000, on_legacy_reply, &a, NULL),
 			    MQP_OK);
@@ -243,7 +243,7 @@ static void a_reply_topic_shared_by_two_pools_never_gives_a_stale_reply(void **s
 		int n = snprintf(id, sizeof id, "turn-%d", k);
 		struct mqp_reply reply;
 		int rc = mqp_pool_request_legacy(p[k % 2], "turns/d/cmd", id, (size_t)n, 0,
-		    "turns/d/cmd/reply", NULL, NULL, 3000, &reply);
+		    "replies/turns/d/cmd", NULL, NULL, 3000, &reply);
 		if (rc != MQP_OK)
 			continue;
 		if (reply.len == (size_t)n && memcmp(reply.payload, id, (size_t)n) == 0)

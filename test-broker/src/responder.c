@@ -23,6 +23,7 @@
 #include "mqc_client.h"
 #include "mqc_clock.h"
 #include "mqc_heap.h"
+#include "mqc_template.h"
 #include "responder_core.h"
 
 enum { SLOT_INLINE = 480, TOPIC_MAX = 1024, EV_SOCKET = 1, EV_TIMER, EV_SIGNAL };
@@ -242,7 +243,7 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 		topic = response_topic;
 	} else if (r->o.reply_topic) {
 		topic = r->o.reply_topic;
-	} else if (rsp_expand_template(r->o.reply_template, msg->topic, legacy, sizeof legacy) >= 0) {
+	} else if (mqc_template_expand(r->o.reply_template, msg->topic, legacy, sizeof legacy) >= 0) {
 		topic = legacy;
 	} else {
 		r->st.loops_refused++;

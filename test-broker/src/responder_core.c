@@ -7,6 +7,7 @@
 
 #include "mqc_clock.h"
 #include "mqc_strutil.h"
+#include "mqc_template.h"
 
 enum {
 	O_FILTER = 'f',
@@ -29,7 +30,7 @@ static const struct mqc_cli_opt options[] = {
 	{ "filter", O_FILTER, "FILTER", "command filter (default " RSP_DEFAULT_FILTER ")", 0 },
 	{ "reply-template", O_TEMPLATE, "T",
 	    "legacy reply topic; {topic} = request topic, {1}..{9} = its\nlevels "
-	    "(default " RSP_DEFAULT_TEMPLATE ")",
+	    "(default " MQC_REPLY_TEMPLATE_DEFAULT ": outside every command\nfilter)",
 	    0 },
 	{ "reply-topic", O_TOPIC, "TOPIC", "fixed legacy reply topic (overrides the template)", 0 },
 	{ "reply", O_REPLY, "TEXT", "reply payload (default: echo the request payload)", 0 },
@@ -109,7 +110,7 @@ int rsp_parse_args(int argc, char **argv, struct rsp_options *o, char *err, size
 	*o = (struct rsp_options) {
 		.net = { .conn = { .protocol = 5, .id_prefix = "responder" } },
 		.filter = RSP_DEFAULT_FILTER,
-		.reply_template = RSP_DEFAULT_TEMPLATE,
+		.reply_template = MQC_REPLY_TEMPLATE_DEFAULT,
 		.late_ns = 2 * MQC_NS_PER_S,
 		.seed = 1,
 		.max_pending = 65536,
@@ -138,66 +139,12 @@ int rsp_parse_args(int argc, char **argv, struct rsp_options *o, char *err, size
 		snprintf(err, errlen, "--stray needs --protocol 5 (stray replies carry correlation data)");
 		return -1;
 	}
-	char probe[512];
-	if (!o->reply_topic
-	    && rsp_expand_template(o->reply_template, "a/b/c/d/e/f/g/h/i", probe, sizeof probe) < 0) {
-		snprintf(err, errlen, "--reply-template '%s': unmatched brace or unknown field",
-		    o->reply_template);
+	char why[128];
+	if (!o->reply_topic && mqc_template_check(o->reply_template, why, sizeof why) != 0) {
+		snprintf(err, errlen, "--reply-template '%s': %s", o->reply_template, why);
 		return -1;
 	}
 	return 0;
-}
-
-/* Level n (1-based) of topic: pointer and length, or NULL. */
-static const char *topic_level(const char *topic, int n, size_t *len)
-{
-	const char *p = topic;
-	for (int i = 1; i < n; i++) {
-		p = strchr(p, '/');
-		if (!p)
-			return NULL;
-		p++;
-	}
-	*len = strcspn(p, "/");
-	return p;
-}
-
-int rsp_expand_template(const char *tmpl, const char *topic, char *out, size_t len)
-{
-	size_t n = 0;
-	for (const char *t = tmpl; *t;) {
-		const char *piece = t;
-		size_t piece_len = 1;
-		if (*t == '{') {
-			const char *close = strchr(t, '}');
-			if (!close)
-				return -1;
-			size_t name_len = (size_t)(close - t - 1);
-			if (name_len == 5 && strncmp(t + 1, "topic", 5) == 0) {
-				piece = topic;
-				piece_len = strlen(topic);
-			} else if (name_len == 1 && t[1] >= '1' && t[1] <= '9') {
-				piece = topic_level(topic, t[1] - '0', &piece_len);
-				if (!piece)
-					return -1;
-			} else {
-				return -1;
-			}
-			t = close + 1;
-		} else {
-			if (*t == '}')
-				return -1;
-			t++;
-		}
-		if (n + piece_len >= len)
-			return -1;
-		memcpy(out + n, piece, piece_len);
-		n += piece_len;
-	}
-	if (n >= len)
-		return -1;
-	out[n] = '\0';
-	return (int)n;
 }
 
 uint64_t rsp_rng_next(struct rsp_rng *rng)

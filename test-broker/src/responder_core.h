@@ -16,14 +16,13 @@
 
 #include "mqc_cli.h"
 
-#define RSP_DEFAULT_FILTER   "devices/+/commands/#"
-#define RSP_DEFAULT_TEMPLATE "{topic}/reply"
+#define RSP_DEFAULT_FILTER "devices/+/commands/#"
 
 struct rsp_options {
 	struct mqc_cli_conn net;    /* broker, TLS, credentials, client id, QoS (subscribe and
 	                               reply), protocol: the shared options (mqc_cli.h) */
 	const char *filter;         /* command filter */
-	const char *reply_template; /* legacy reply topic: {topic}, {1}..{9} = topic levels */
+	const char *reply_template; /* legacy reply topic (mqc_template.h); default replies/{topic} */
 	const char *reply_topic;    /* fixed legacy reply topic (overrides the template) */
 	const char *reply_payload;  /* NULL: echo the request's payload */
 	uint64_t delay_ns, jitter_ns;
@@ -42,13 +41,6 @@ struct rsp_options {
  * --version was printed, -1 with a message naming the bad option in err.
  */
 int rsp_parse_args(int argc, char **argv, struct rsp_options *o, char *err, size_t errlen);
-
-/**
- * Expand a reply-topic template for the request topic: `{topic}` is the whole topic and `{1}` to
- * `{9}` its levels (1-based). Returns the length, or -1 if the result does not fit, a level is
- * missing, or a brace is unmatched.
- */
-int rsp_expand_template(const char *tmpl, const char *topic, char *out, size_t len);
 
 /** What to do with one request. */
 struct rsp_plan {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
-/* Unit tests: the responder's options, reply-topic templates and adversarial decisions. */
+/* Unit tests: the responder's options and adversarial decisions (its reply-topic template is
+ * common/src/template.c's: common/tests/template_test.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -80,24 +81,6 @@ static void rejects_bad_options_by_name(void **state)
 	assert_non_null(strstr(err, "--key"));
 }
 
-static void expands_templates(void **state)
-{
-	(void)state;
-	char out[64];
-	assert_int_equal(
-	    rsp_expand_template("{topic}/ack", "devices/d1/commands/open", out, sizeof out),
-	    (int)strlen("devices/d1/commands/open/ack"));
-	assert_string_equal(out, "devices/d1/commands/open/ack");
-	assert_true(
-	    rsp_expand_template("replies/{2}/{4}", "devices/d1/commands/open", out, sizeof out) > 0);
-	assert_string_equal(out, "replies/d1/open");
-	assert_int_equal(rsp_expand_template("{5}", "a/b", out, sizeof out), -1);
-	assert_int_equal(rsp_expand_template("x}", "a/b", out, sizeof out), -1);
-	assert_int_equal(rsp_expand_template(
-	                     "{topic}{topic}", "abcdefghijklmnopqrstuvwxyz0123456789", out, sizeof out),
-	    -1); /* does not fit */
-}
-
 static void plan_follows_probabilities(void **state)
 {
 	(void)state;
@@ -141,7 +124,6 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(parses_defaults_and_values),
 		cmocka_unit_test(rejects_bad_options_by_name),
-		cmocka_unit_test(expands_templates),
 		cmocka_unit_test(plan_follows_probabilities),
 		cmocka_unit_test(plan_is_deterministic_per_seed),
 	};

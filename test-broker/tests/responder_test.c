@@ -63,13 +63,13 @@ static void legacy_request_gets_reply_on_templated_topic(void **state)
 	struct tb_responder custom = tb_test_responder(RESPONDER_PATH, "--filter", "gate/+/cmd/+",
 	    "--reply-template", "gate-replies/{2}/{4}", NULL);
 	struct tb_client *c = tb_test_connect(tb_test_info()->mqtt_url, 4);
-	assert_int_equal(tb_client_subscribe(c, "legacy/d2/commands/reboot/reply", 0, 0, NULL), 0);
+	assert_int_equal(tb_client_subscribe(c, "replies/legacy/d2/commands/reboot", 0, 0, NULL), 0);
 	assert_int_equal(tb_client_subscribe(c, "gate-replies/#", 0, 0, NULL), 0);
 	assert_int_equal(
 	    tb_client_publish(c, "legacy/d2/commands/reboot", "now", 3, 0, false, NULL), 0);
 	struct tb_message *m = tb_client_receive(c, 5000);
 	assert_non_null(m);
-	assert_string_equal(m->topic, "legacy/d2/commands/reboot/reply");
+	assert_string_equal(m->topic, "replies/legacy/d2/commands/reboot");
 	assert_string_equal(m->payload, "OK");
 	tb_message_free(m);
 	assert_int_equal(tb_client_publish(c, "gate/g7/cmd/open", "go", 2, 0, false, NULL), 0);
@@ -81,11 +81,11 @@ static void legacy_request_gets_reply_on_templated_topic(void **state)
 	/* A delayed legacy reply (no correlation data to copy: UBSan once caught memcpy(NULL)). */
 	struct tb_responder slow = tb_test_responder(RESPONDER_PATH, "--filter", "slowgate/+/cmd/+",
 	    "--protocol", "3.1.1", "--delay", "30ms", NULL);
-	assert_int_equal(tb_client_subscribe(c, "slowgate/g1/cmd/open/reply", 0, 0, NULL), 0);
+	assert_int_equal(tb_client_subscribe(c, "replies/slowgate/g1/cmd/open", 0, 0, NULL), 0);
 	assert_int_equal(tb_client_publish(c, "slowgate/g1/cmd/open", "", 0, 0, false, NULL), 0);
 	m = tb_client_receive(c, 5000);
 	assert_non_null(m);
-	assert_string_equal(m->topic, "slowgate/g1/cmd/open/reply");
+	assert_string_equal(m->topic, "replies/slowgate/g1/cmd/open");
 	assert_int_equal(m->payloadlen, 0);
 	tb_message_free(m);
 	tb_client_destroy(c);

@@ -23,6 +23,7 @@
 #include "mqc_cli.h"
 #include "mqc_clock.h"
 #include "mqc_strutil.h"
+#include "mqc_template.h"
 #include "server.h"
 
 enum {
@@ -84,12 +85,30 @@ static const struct mqc_cli_opt options[] = {
 	    "10s), then exit 0",
 	    0 },
 	{ "reply-topic-template", O_REPLY_TEMPLATE, "T",
-	    "the legacy model (implied by --protocol 3.1.1): devices answer\non T, {prefix} {id} "
-	    "{command} replaced (default\n{prefix}/{id}/replies); one command per device at a time in "
-	    "the\npool, the first message on T is the reply",
+	    "the legacy model (implied by --protocol 3.1.1): devices answer\non T, where {topic} is "
+	    "the command topic and {1}..{9} its levels\n(default " MQC_REPLY_TEMPLATE_DEFAULT
+	    "); one command per device at a time in the\npool, the first message on T is the reply",
 	    0 },
 	MQC_CLI_END,
 };
+
+/* Whether the reply template names only levels a command topic, P/ID/commands/CMD, has: the
+ * gateway's commands all have the prefix's levels and three more. */
+static bool reply_template_fits(const struct gate_config *g)
+{
+	char topic[512], reply[1024];
+	snprintf(topic, sizeof topic, "%s/id/commands/cmd", g->topic_prefix);
+	int levels = 1;
+	for (const char *p = topic; *p; p++)
+		levels += *p == '/';
+	if (mqc_template_expand(g->reply_template, topic, reply, sizeof reply) >= 0)
+		return true;
+	fprintf(stderr,
+	    "mqp-gate-api: --reply-topic-template '%s' names a level a command topic does not have: "
+	    "commands are %s/{id}/commands/{command}, levels {1} to {%d}\n",
+	    g->reply_template, g->topic_prefix, levels);
+	return false;
+}
 
 /* What the command line sets besides the connection. */
 struct settings {
@@ -108,11 +127,15 @@ static int on_option(const struct mqc_cli *cli, int key, const char *name, const
 		case O_LISTEN:
 			st->listen = value;
 			return 0;
-		case O_REPLY_TEMPLATE:
-			if (!*value || strpbrk(value, "+#"))
-				return mqc_cli_bad(cli, name, value, "a topic without wildcards");
+		case O_REPLY_TEMPLATE: {
+			char why[160], expect[200];
+			if (mqc_template_check(value, why, sizeof why) != 0) {
+				snprintf(expect, sizeof expect, "a reply-topic template (%s)", why);
+				return mqc_cli_bad(cli, name, value, expect);
+			}
 			g->reply_template = value;
 			return 0;
+		}
 		case O_TOPIC_PREFIX:
 			if (!*value || strpbrk(value, "+#") || value[strlen(value) - 1] == '/')
 				return mqc_cli_bad(cli, name, value, "a topic without wildcards or a trailing '/'");
@@ -278,7 +301,9 @@ int main(int argc, char **argv)
 	g.broker = conn.broker;
 	po.protocol = conn.conn.protocol == 4 ? 4 : 5;
 	if (conn.conn.protocol == 4 && !g.reply_template)
-		g.reply_template = "{prefix}/{id}/replies";
+		g.reply_template = MQC_REPLY_TEMPLATE_DEFAULT;
+	if (g.reply_template && !reply_template_fits(&g))
+		return 2;
 	po.username = conn.conn.username;
 	po.password = conn.conn.password;
 	po.cafile = conn.conn.cafile;

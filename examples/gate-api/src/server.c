@@ -38,6 +38,7 @@
 #include "mqc_clock.h"
 #include "mqc_request.h"
 #include "mqc_strutil.h"
+#include "mqc_template.h"
 #include "mqttpool_uv.h"
 
 enum {
@@ -675,31 +676,6 @@ static void client_gone(struct conn *cn)
 		naive_finish(c->naive, MQP_ECANCELED, NULL);
 }
 
-/* {prefix}, {id} and {command} of the reply-topic template, for route. -1 when it does not fit. */
-static int reply_topic_for(
-    const struct gate_config *cfg, const struct gate_route *rt, char *out, size_t len)
-{
-	size_t n = 0;
-	for (const char *t = cfg->reply_template; *t;) {
-		const char *v = NULL;
-		size_t skip = 1;
-		if (strncmp(t, "{prefix}", 8) == 0)
-			v = cfg->topic_prefix, skip = 8;
-		else if (strncmp(t, "{id}", 4) == 0)
-			v = rt->device, skip = 4;
-		else if (strncmp(t, "{command}", 9) == 0)
-			v = rt->command, skip = 9;
-		size_t vl = v ? strlen(v) : 1;
-		if (n + vl >= len)
-			return -1;
-		memcpy(out + n, v ? v : t, vl);
-		n += vl;
-		t += skip;
-	}
-	out[n] = '\0';
-	return 0;
-}
-
 static void run_command(struct worker *w, struct call *c)
 {
 	struct gate_server *s = w->s;
@@ -725,7 +701,8 @@ static void run_command(struct worker *w, struct call *c)
 	snprintf(topic, sizeof topic, "%s/%s/commands/%s", cfg->topic_prefix, rt->device, rt->command);
 	bool legacy = cfg->reply_template != NULL;
 	int rc = MQP_OK;
-	if (legacy && reply_topic_for(cfg, rt, reply_topic, sizeof reply_topic) != 0)
+	if (legacy
+	    && mqc_template_expand(cfg->reply_template, topic, reply_topic, sizeof reply_topic) < 0)
 		rc = MQP_ETOOBIG;
 	c->t0 = mqc_now_ns();
 	c->state = CALL_WAITING; /* before the call: a request refused at once completes now */

@@ -36,8 +36,8 @@ struct gate_config {
 	unsigned max_connections;     /* open HTTP connections, all workers together */
 	unsigned per_address;         /* connections from one client address, all workers together */
 	struct sockaddr_in listen;
-	/* The legacy model (MQTT 3.1.1, or asked for): the device answers on this topic, {prefix},
-	 * {id} and {command} replaced; NULL: MQTT 5 request/response. */
+	/* The legacy model (MQTT 3.1.1, or asked for): the device answers on this template
+	 * (mqc_template.h) of the command topic; NULL: MQTT 5 request/response. */
 	const char *reply_template;
 };
 

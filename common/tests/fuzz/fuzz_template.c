@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * libFuzzer: the responder's legacy reply-topic template ({topic}, {1}..{9}) expanded against
- * any topic: never writes past its buffer, and the result is NUL-terminated within it.
+ * libFuzzer: the reply-topic template of every tool (mqc_template.h: {topic}, {1}..{9}) checked
+ * and expanded against any topic: never writes past its buffer, the result is NUL-terminated
+ * within it, and a template the check accepts expands for a topic with nine levels.
  * Input: the template up to the first newline, the topic after it.
  */
 #include <stdint.h>
@@ -10,7 +11,7 @@
 
 #include "fuzz_text.h"
 
-#include "responder_core.h"
+#include "mqc_template.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -27,11 +28,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	char out[64];
 	memset(out, 0x5a, sizeof out);
-	int n = rsp_expand_template(text, topic, out, sizeof out);
+	int n = mqc_template_expand(text, topic, out, sizeof out);
 	if (n >= 0 && (size_t)n >= sizeof out)
 		abort();
 	if (n >= 0 && strlen(out) != (size_t)n)
 		abort();
+	char why[128], big[65536];
+	if (mqc_template_check(text, why, sizeof why) == 0
+	    && (mqc_template_expand(text, "a/b/c/d/e/f/g/h/i", big, sizeof big) < 0
+	        || strpbrk(big, "+#")))
+		abort(); /* accepted, then refused, or a wildcard in a reply topic */
 	free(text);
 	return 0;
 }
