@@ -18,7 +18,7 @@
 #include "fleet.h"
 #include "mqbench.h"
 #include "mqc_clock.h"
-#include "mqc_mqtt.h"
+#include "mqc_codec.h"
 
 /* What the probe saw of a storm, read at its end: whether the broker restarted (its start time
  * moved) and the connects since the run began, or since the broker started. false: not read. */
@@ -163,11 +163,12 @@ int bench_run_connect(const struct bench_opts *o)
 	char why[768];
 	fleet_explain(&r, why, sizeof why);
 	uint64_t closed_at = mqc_now_ns();
-	static const unsigned char disconnect[2] = { 0xe0, 0x00 };
+	r.out.off = r.out.len = 0;
+	bool bye = mqc_enc_disconnect(&r.out, o->net.conn.protocol, 0) == MQC_ENC_OK;
 	for (unsigned i = 0; i < r.nslots; i++) {
 		struct attempt *a = &r.a[i];
-		if (a->state == ST_HELD)
-			fleet_send(a, disconnect, 2);
+		if (a->state == ST_HELD && bye)
+			fleet_send_out(a, &r.out);
 		fleet_close(a);
 	}
 	nanosleep(&(struct timespec) { .tv_nsec = 200000000 }, NULL);

@@ -43,8 +43,8 @@
 #include "mqbench.h"
 #include "mqc_client.h"
 #include "mqc_clock.h"
+#include "mqc_codec.h"
 #include "mqc_heap.h"
-#include "mqc_mqtt.h"
 #include "mqc_tls.h"
 
 #ifndef IP_BIND_ADDRESS_NO_PORT
@@ -1182,13 +1182,11 @@ void fleet_connack_failures_text(const struct fleet *r)
 		if (r->connack_codes[c])
 			printf(v311 ? " (CONNACK return code %d, %s: %llu)"
 			            : " (CONNACK reason code 0x%02X, %s: %llu)",
-			    c, mqc_mqtt_connack_text((unsigned)c, v311),
-			    (unsigned long long)r->connack_codes[c]);
+			    c, mqc_connack_text((unsigned)c, v311), (unsigned long long)r->connack_codes[c]);
 	for (int c = 1; c < 256; c++)
 		if (r->connack311_codes[c])
 			printf(" (a 3.1.1 CONNACK, return code %d, %s: %llu)", c,
-			    mqc_mqtt_connack_text((unsigned)c, true),
-			    (unsigned long long)r->connack311_codes[c]);
+			    mqc_connack_text((unsigned)c, true), (unsigned long long)r->connack311_codes[c]);
 }
 
 void fleet_print_failures(const struct fleet *r)
@@ -1210,7 +1208,7 @@ void fleet_add_connack_refusals(cJSON *root, const struct fleet *r)
 			snprintf(key, sizeof key, "%d", code);
 			cJSON *one = cJSON_AddObjectToObject(refusals, key);
 			cJSON_AddStringToObject(
-			    one, "reason", mqc_mqtt_connack_text((unsigned)code, r->o->net.conn.protocol != 5));
+			    one, "reason", mqc_connack_text((unsigned)code, r->o->net.conn.protocol != 5));
 			cJSON_AddNumberToObject(one, "count", (double)r->connack_codes[code]);
 		}
 }

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "mqc_clock.h"
-#include "mqc_mqtt.h"
+#include "mqc_codec.h"
 #include "mqc_net.h"
 #include "mqc_random.h"
 #include "mqc_tls.h"
@@ -195,13 +195,26 @@ void mqc_client_close(struct mosquitto *m, int timeout_ms)
 
 /* --- why CONNECT failed ---------------------------------------------------------------------- */
 
-/* Bytes from fd (TLS with ssl) until want have arrived or the deadline passes. */
-static int read_until(int fd, SSL *ssl, unsigned char *buf, size_t want, uint64_t deadline)
+/* The first packet from fd (TLS with ssl), read into buf[0, cap) until it is whole or the
+ * deadline passes. 0 with *pk (a view into buf), or -1. */
+static int read_packet(
+    int fd, SSL *ssl, unsigned char *buf, size_t cap, uint64_t deadline, struct mqc_packet *pk)
 {
 	size_t got = 0;
-	while (got < want) {
-		int n = ssl ? SSL_read(ssl, buf + got, (int)(want - got))
-		            : (int)recv(fd, buf + got, want - got, 0);
+	for (;;) {
+		mqc_malformed why;
+		switch (mqc_frame(buf, got, cap, pk, &why)) {
+			case MQC_FRAME_OK:
+				return 0;
+			case MQC_FRAME_BAD:
+				return -1;
+			case MQC_FRAME_MORE:
+				break;
+		}
+		if (got == cap)
+			return -1;
+		int n = ssl ? SSL_read(ssl, buf + got, (int)(cap - got))
+		            : (int)recv(fd, buf + got, cap - got, 0);
 		if (n > 0) {
 			got += (size_t)n;
 			continue;
@@ -214,7 +227,14 @@ static int read_until(int fd, SSL *ssl, unsigned char *buf, size_t want, uint64_
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		poll(&p, 1, (int)((deadline - now) / MQC_NS_PER_MS) + 1);
 	}
-	return 0;
+}
+
+/* All of b's live bytes to fd (TLS with ssl). */
+static bool send_buf(int fd, SSL *ssl, const struct mqc_buf *b)
+{
+	size_t n = mqc_buf_live(b);
+	return ssl ? SSL_write(ssl, b->data + b->off, (int)n) == (int)n
+	           : send(fd, b->data + b->off, n, MSG_NOSIGNAL) == (ssize_t)n;
 }
 
 /* One CONNECT at protocol (4 or 5) to o's broker: 1 when its CONNACK accepted it, 0 otherwise;
@@ -268,34 +288,39 @@ static int probe_v311(
 		}
 	}
 	char id[MQC_CLIENT_ID_MAX];
-	unsigned char pkt[1024];
-	size_t n = 0;
-	if (mqc_random_id(id, sizeof id, "mqc-check-") == 0)
-		n = mqc_mqtt_connect(pkt, sizeof pkt, protocol, id, o->username, o->password, 10);
-	if (!n
-	    || (ssl ? SSL_write(ssl, pkt, (int)n) != (int)n
-	            : send(fd, pkt, n, MSG_NOSIGNAL) != (ssize_t)n)) {
+	struct mqc_buf out = { 0 };
+	if (mqc_random_id(id, sizeof id, "mqc-check-") != 0
+	    || mqc_enc_connect(&out,
+	           &(struct mqc_connect) { .protocol = protocol,
+	               .client_id = id,
+	               .username = o->username,
+	               .password = o->password,
+	               .keepalive_s = 10 })
+	        != MQC_ENC_OK
+	    || !send_buf(fd, ssl, &out)) {
+		mqc_buf_free(&out);
 		snprintf(what, len, "the 3.1.1 CONNECT could not be sent");
 		goto done;
 	}
-	unsigned char ack[4];
-	if (read_until(fd, ssl, ack, sizeof ack, deadline) != 0 || ack[0] != 0x20
-	    || (protocol == 4 ? ack[1] != 2 : ack[1] < 3)) {
+	mqc_buf_free(&out);
+	unsigned char in[1024];
+	struct mqc_packet pk;
+	struct mqc_connack ack;
+	if (read_packet(fd, ssl, in, sizeof in, deadline, &pk) != 0 || pk.type != MQC_CONNACK
+	    || mqc_dec_connack(&pk, protocol, &ack) != NULL) {
 		snprintf(what, len, "an MQTT %s CONNECT got no CONNACK", protocol == 4 ? "3.1.1" : "5");
 		goto done;
 	}
-	verdict = ack[3] == 0; /* accepted */
-	if (ack[3] == 0)
+	verdict = ack.code == 0; /* accepted */
+	if (ack.code == 0)
 		snprintf(what, len, "it accepted an MQTT %s CONNECT", protocol == 4 ? "3.1.1" : "5");
 	else
 		snprintf(what, len, "it refused an MQTT %s CONNECT too (%s %u: %s)",
-		    protocol == 4 ? "3.1.1" : "5", protocol == 4 ? "return code" : "reason code", ack[3],
-		    mqc_mqtt_connack_text(ack[3], protocol == 4));
-	static const unsigned char bye[] = { 0xE0, 0 };
-	if (ssl)
-		SSL_write(ssl, bye, sizeof bye);
-	else
-		send(fd, bye, sizeof bye, MSG_NOSIGNAL);
+		    protocol == 4 ? "3.1.1" : "5", ack.v311_form ? "return code" : "reason code", ack.code,
+		    mqc_connack_text(ack.code, ack.v311_form));
+	if (mqc_enc_disconnect(&out, protocol, 0) == MQC_ENC_OK)
+		send_buf(fd, ssl, &out);
+	mqc_buf_free(&out);
 done:
 	SSL_free(ssl);
 	SSL_CTX_free(ctx);
@@ -361,7 +386,7 @@ bool mqc_client_explain_connect_failure(const struct mqc_conn_opts *o, int proto
 	bool v5 = protocol != 4;
 	if (rc > 0 && !(v5 && rc == 0x84)) {
 		snprintf(out, len, "the broker at %s refused CONNECT: %s (%s %s%X)", where,
-		    mqc_mqtt_connack_text((unsigned)rc, !v5), v5 ? "reason code" : "MQTT 3.1.1 return code",
+		    mqc_connack_text((unsigned)rc, !v5), v5 ? "reason code" : "MQTT 3.1.1 return code",
 		    v5 ? "0x" : "", (unsigned)rc);
 		return true;
 	}

@@ -833,3 +833,120 @@ mqc_malformed mqc_dec_disconnect(
 		return r.bad;
 	return left(&r) ? "bytes after DISCONNECT's properties" : NULL;
 }
+
+/* --- codes in words ---------------------------------------------------------------------- */
+
+const char *mqc_connack_text(unsigned code, bool v311)
+{
+	if (v311) {
+		switch (code) {
+			case 0:
+				return "accepted";
+			case 1:
+				return "unacceptable protocol version";
+			case 2:
+				return "client identifier rejected";
+			case 3:
+				return "server unavailable";
+			case 4:
+				return "bad user name or password";
+			case 5:
+				return "not authorized";
+			default:
+				return "a return code 3.1.1 does not define";
+		}
+	}
+	if (code > 0 && code < 0x80)
+		return "a reason code that is not one of CONNACK's";
+	return code == 0 ? "accepted" : mqc_reason_text(code);
+}
+
+const char *mqc_reason_text(unsigned code)
+{
+	switch (code) {
+		case 0x00:
+			return "success";
+		case 0x01:
+			return "granted QoS 1";
+		case 0x02:
+			return "granted QoS 2";
+		case 0x04:
+			return "disconnect with Will message";
+		case 0x10:
+			return "no matching subscribers";
+		case 0x11:
+			return "no subscription existed";
+		case 0x80:
+			return "unspecified error";
+		case 0x81:
+			return "malformed packet";
+		case 0x82:
+			return "protocol error";
+		case 0x83:
+			return "implementation specific error";
+		case 0x84:
+			return "unsupported protocol version";
+		case 0x85:
+			return "client identifier not valid";
+		case 0x86:
+			return "bad user name or password";
+		case 0x87:
+			return "not authorized";
+		case 0x88:
+			return "server unavailable";
+		case 0x89:
+			return "server busy";
+		case 0x8A:
+			return "banned";
+		case 0x8B:
+			return "server shutting down";
+		case 0x8C:
+			return "bad authentication method";
+		case 0x8D:
+			return "keep alive timeout";
+		case 0x8E:
+			return "session taken over";
+		case 0x8F:
+			return "topic filter invalid";
+		case 0x90:
+			return "topic name invalid";
+		case 0x91:
+			return "packet identifier in use";
+		case 0x92:
+			return "packet identifier not found";
+		case 0x93:
+			return "receive maximum exceeded";
+		case 0x94:
+			return "topic alias invalid";
+		case 0x95:
+			return "packet too large";
+		case 0x96:
+			return "message rate too high";
+		case 0x97:
+			return "quota exceeded";
+		case 0x98:
+			return "administrative action";
+		case 0x99:
+			return "payload format invalid";
+		case 0x9A:
+			return "retain not supported";
+		case 0x9B:
+			return "QoS not supported";
+		case 0x9C:
+			return "use another server";
+		case 0x9D:
+			return "server moved";
+		case 0x9E:
+			return "shared subscriptions not supported";
+		case 0x9F:
+			return "connection rate exceeded";
+		case 0xA0:
+			return "maximum connect time";
+		case 0xA1:
+			return "subscription identifiers not supported";
+		case 0xA2:
+			return "wildcard subscriptions not supported";
+		default:
+			return "a reason code MQTT 5 does not define";
+	}
+}

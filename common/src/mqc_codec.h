@@ -75,7 +75,7 @@ enum mqc_property {
 	MQC_PROP_SHARED_SUBSCRIPTION_AVAILABLE = 0x2A,
 };
 
-/* MQTT 5 reason codes the project's clients act on (mqc_mqtt_reason_text has them in words). */
+/* MQTT 5 reason codes the project's clients act on (mqc_reason_text has them in words). */
 enum mqc_reason {
 	MQC_RC_SUCCESS = 0x00,
 	MQC_RC_NO_MATCHING_SUBSCRIBERS = 0x10,
@@ -272,7 +272,12 @@ mqc_malformed mqc_dec_disconnect(
 /* Whether s[0, len) is well-formed UTF-8 without U+0000 (MQTT's rule for every string). */
 bool mqc_utf8_valid(const char *s, size_t len);
 
-/* (Reason and return codes in words: mqc_mqtt_connack_text and mqc_mqtt_reason_text in
- * common/src/mqc_mqtt.h, which every tool shares.) */
+/* --- codes in words ---------------------------------------------------------------------- */
+
+/* A CONNACK's code in words: an MQTT 5 reason code, or a 3.1.1 return code when v311 ("bad user
+ * name or password", ...). */
+const char *mqc_connack_text(unsigned code, bool v311);
+/* An MQTT 5 reason code in words ("not authorized", "packet too large", ...). */
+const char *mqc_reason_text(unsigned code);
 
 #endif

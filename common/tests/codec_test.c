@@ -376,6 +376,45 @@ static void utf8_rules(void **state)
 	assert_false(mqc_utf8_valid("\xff", 1));
 }
 
+/* A long password (a JWT, say) is written whole; one over MQTT's 65,535 bytes is "too big", and
+ * the buffer is as it was. */
+static void connect_long_credentials(void **state)
+{
+	(void)state;
+	static char jwt[2001], huge[70000];
+	memset(jwt, 'j', sizeof jwt - 1);
+	memset(huge, 'h', sizeof huge - 1);
+	struct mqc_buf b = { 0 };
+	struct mqc_connect c = { .protocol = 5, .client_id = "c", .username = "u", .password = jwt };
+	assert_int_equal(mqc_enc_connect(&b, &c), MQC_ENC_OK);
+	struct mqc_packet pk = frame(b.data + b.off, mqc_buf_live(&b));
+	assert_int_equal(pk.type, MQC_CONNECT);
+	assert_memory_equal(b.data + b.len - 2000, jwt, 2000);
+	size_t before = mqc_buf_live(&b);
+	c.password = huge;
+	assert_int_equal(mqc_enc_connect(&b, &c), MQC_ENC_TOOBIG);
+	assert_int_equal(mqc_buf_live(&b), before);
+	mqc_buf_free(&b);
+}
+
+/* Codes in words: a 3.1.1 return code is read as one, an MQTT 5 reason code as one, and a code
+ * neither defines is said so. */
+static void codes_in_words(void **state)
+{
+	(void)state;
+	assert_string_equal(mqc_connack_text(5, true), "not authorized");
+	assert_string_equal(mqc_connack_text(1, true), "unacceptable protocol version");
+	assert_string_equal(mqc_connack_text(9, true), "a return code 3.1.1 does not define");
+	assert_string_equal(mqc_connack_text(0x87, false), "not authorized");
+	assert_string_equal(mqc_connack_text(0x84, false), "unsupported protocol version");
+	assert_string_equal(
+	    mqc_connack_text(0x10, false), "a reason code that is not one of CONNACK's");
+	assert_string_equal(mqc_connack_text(0, false), "accepted");
+	assert_string_equal(mqc_reason_text(MQC_RC_PACKET_TOO_LARGE), "packet too large");
+	assert_string_equal(mqc_reason_text(0xA2), "wildcard subscriptions not supported");
+	assert_string_equal(mqc_reason_text(0xA3), "a reason code MQTT 5 does not define");
+}
+
 static void buffer_limit_and_reuse(void **state)
 {
 	(void)state;
@@ -410,6 +449,8 @@ int main(void)
 		cmocka_unit_test(malformed_is_named),
 		cmocka_unit_test(utf8_rules),
 		cmocka_unit_test(buffer_limit_and_reuse),
+		cmocka_unit_test(connect_long_credentials),
+		cmocka_unit_test(codes_in_words),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #include "mqc_clock.h"
-#include "mqc_mqtt.h"
+#include "mqc_codec.h"
 #include "mqc_strutil.h"
 #include "tb_broker.h"
 
@@ -72,21 +72,67 @@ static bool send_all(int fd, const unsigned char *p, size_t len)
 	return true;
 }
 
+static bool send_buf(int fd, struct mqc_buf *b)
+{
+	bool ok = send_all(fd, b->data + b->off, mqc_buf_live(b));
+	mqc_buf_free(b);
+	return ok;
+}
+
+/* The first packet fd sends, into buf (the socket's 5 s receive timeout bounds the wait). */
+static bool read_packet(int fd, unsigned char *buf, size_t cap, struct mqc_packet *pk)
+{
+	size_t have = 0;
+	mqc_malformed why;
+	enum mqc_frame_result fr;
+	while ((fr = mqc_frame(buf, have, cap, pk, &why)) == MQC_FRAME_MORE && have < cap) {
+		ssize_t n = recv(fd, buf + have, cap - have, 0);
+		if (n <= 0)
+			return false;
+		have += (size_t)n;
+	}
+	return fr == MQC_FRAME_OK;
+}
+
 /* CONNECT with credentials, wait for CONNACK 0. Returns the socket or -1. */
 static int mqtt_connect(const struct tb_info *i, const char *id, int level)
 {
 	int fd = dial(i->port);
 	if (fd < 0)
 		return -1;
-	unsigned char pkt[600];
-	size_t n = mqc_mqtt_connect(pkt, sizeof pkt, level, id, i->username, i->password, 60);
-	unsigned char ack[16];
-	if (!n || !send_all(fd, pkt, n) || recv(fd, ack, sizeof ack, 0) < 4 || ack[0] != 0x20
-	    || ack[3] != 0) {
+	struct mqc_buf out = { 0 };
+	unsigned char in[256];
+	struct mqc_packet pk;
+	struct mqc_connack ack;
+	if (mqc_enc_connect(&out,
+	        &(struct mqc_connect) { .protocol = level,
+	            .client_id = id,
+	            .username = i->username,
+	            .password = i->password,
+	            .keepalive_s = 60 })
+	        != MQC_ENC_OK
+	    || !send_buf(fd, &out) || !read_packet(fd, in, sizeof in, &pk) || pk.type != MQC_CONNACK
+	    || mqc_dec_connack(&pk, level, &ack) != NULL || ack.code != 0) {
+		mqc_buf_free(&out);
 		close(fd);
 		return -1;
 	}
 	return fd;
+}
+
+/* SUBSCRIBE to filter at QoS 0 and wait for a SUBACK that grants it. */
+static bool mqtt_subscribe(int fd, int level, const char *filter)
+{
+	struct mqc_buf out = { 0 };
+	unsigned char in[256];
+	struct mqc_packet pk;
+	struct mqc_suback ack;
+	if (mqc_enc_subscribe(&out, level, 1, filter, 0, 0, 0) != MQC_ENC_OK) {
+		mqc_buf_free(&out);
+		return false;
+	}
+	return send_buf(fd, &out) && read_packet(fd, in, sizeof in, &pk) && pk.type == MQC_SUBACK
+	    && mqc_dec_suback(&pk, level, &ack) == NULL && ack.count == 1 && ack.codes[0] < 0x80;
 }
 
 struct run {
@@ -99,14 +145,20 @@ struct run {
 static void *publisher(void *arg)
 {
 	struct run *r = arg;
-	unsigned char body[2048], one[2100];
-	size_t n = mqc_mqtt_put_str(body, sizeof body, "bench/flood"); /* --size <= 1024: fits */
-	memset(body + n, 'p', r->size);
-	size_t plen = mqc_mqtt_packet(one, sizeof one, 0x30, body, n + r->size);
+	char payload[1024]; /* --size <= 1024 */
+	memset(payload, 'p', r->size);
+	struct mqc_buf one = { 0 };
+	if (mqc_enc_publish(&one, 4, "bench/flood", 0, false, 0, NULL, payload, r->size)
+	    != MQC_ENC_OK) {
+		mqc_buf_free(&one);
+		return NULL;
+	}
+	size_t plen = mqc_buf_live(&one);
 	unsigned char *batch = malloc(plen * BATCH);
-	for (int k = 0; k < BATCH; k++)
-		memcpy(batch + (size_t)k * plen, one, plen);
-	while (!atomic_load(&r->stop)) {
+	for (int k = 0; batch && k < BATCH; k++)
+		memcpy(batch + (size_t)k * plen, one.data + one.off, plen);
+	mqc_buf_free(&one);
+	while (batch && !atomic_load(&r->stop)) {
 		if (!send_all(r->pub, batch, plen * BATCH))
 			break;
 		atomic_fetch_add(&r->sent, BATCH);
@@ -127,21 +179,11 @@ static void *subscriber(void *arg)
 		have += (size_t)got;
 		size_t at = 0;
 		uint64_t publishes = 0;
-		for (;;) { /* frame complete packets: type byte, varint length, body */
-			size_t len = 0, mul = 1, k = at + 1;
-			bool complete = false;
-			while (k < have) {
-				len += (buf[k] & 127u) * mul;
-				mul *= 128;
-				if (!(buf[k++] & 128)) {
-					complete = true;
-					break;
-				}
-			}
-			if (!complete || k + len > have)
-				break;
-			publishes += (buf[at] >> 4) == 3;
-			at = k + len;
+		struct mqc_packet pk;
+		mqc_malformed why;
+		while (mqc_frame(buf + at, have - at, RXBUF, &pk, &why) == MQC_FRAME_OK) {
+			publishes += pk.type == MQC_PUBLISH;
+			at += pk.size;
 		}
 		atomic_fetch_add(&r->delivered, publishes);
 		memmove(buf, buf + at, have - at);
@@ -244,18 +286,8 @@ static double measure(
 	struct run r = { .size = size };
 	r.sub = mqtt_connect(i, "bench-sub", 5);
 	r.pub = mqtt_connect(i, "bench-pub", 4);
-	unsigned char body[64], pkt[80];
-	size_t n = 0;
-	body[n++] = 0;
-	body[n++] = 1; /* packet id */
-	body[n++] = 0; /* v5: no properties */
-	n += mqc_mqtt_put_str(body + n, sizeof body - n, "bench/#");
-	body[n++] = 0; /* QoS 0 */
-	unsigned char ack[16];
 	double rate = -1;
-	if (r.sub < 0 || r.pub < 0
-	    || !send_all(r.sub, pkt, mqc_mqtt_packet(pkt, sizeof pkt, 0x82, body, n))
-	    || recv(r.sub, ack, sizeof ack, 0) < 5 || ack[0] != 0x90) {
+	if (r.sub < 0 || r.pub < 0 || !mqtt_subscribe(r.sub, 5, "bench/#")) {
 		fprintf(stderr, "probe_overhead: connect/subscribe failed\n");
 		goto out;
 	}

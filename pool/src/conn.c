@@ -17,7 +17,6 @@
 #include "logic.h"
 #include "mqc_clock.h"
 #include "mqc_codec.h"
-#include "mqc_mqtt.h"
 #include "mqc_random.h"
 
 /* What the pool tells the broker in CONNECT: QoS 1 and 2 messages it may have unacknowledged
@@ -478,7 +477,7 @@ static void probe_verdict(struct mqp_pool *p, bool answered, uint8_t code, const
 	else if (answered)
 		snprintf(seen, sizeof seen,
 		    "an MQTT 3.1.1 CONNECT right after was refused too (return code %u: %s)", code,
-		    mqc_mqtt_connack_text(code, true));
+		    mqc_connack_text(code, true));
 	else
 		snprintf(seen, sizeof seen, "an MQTT 3.1.1 CONNECT right after fared no better (%s)", why);
 	if (p->probe_said) /* the broker said so */
@@ -933,7 +932,7 @@ static void on_connack(struct mqp_pool *p, struct pconn *c, const struct mqc_pac
 		snprintf(cause, sizeof cause, "answered the MQTT 5 CONNECT with %s (%s %u: %s)",
 		    a.v311_form ? "a 3.1.1 CONNACK" : "a CONNACK",
 		    a.v311_form ? "3.1.1 return code" : "reason code", a.code,
-		    mqc_mqtt_connack_text(a.code, a.v311_form));
+		    mqc_connack_text(a.code, a.v311_form));
 		conn_error(p, c, "the broker at %s %s", c->w.where, cause);
 		suspect_v311(p, c, cause, true);
 		return;
@@ -942,7 +941,7 @@ static void on_connack(struct mqp_pool *p, struct pconn *c, const struct mqc_pac
 		bool v311 = c->protocol != 5 || a.v311_form; /* the code is of the shape it came in */
 		p->refused = true;
 		conn_error(p, c, "the broker at %s refused CONNECT: %s (%s %s%X)%s%.*s%s", c->w.where,
-		    mqc_mqtt_connack_text(a.code, v311), v311 ? "MQTT 3.1.1 return code" : "reason code",
+		    mqc_connack_text(a.code, v311), v311 ? "MQTT 3.1.1 return code" : "reason code",
 		    v311 ? "" : "0x", a.code, a.reason.len ? ": \"" : "", (int)a.reason.len,
 		    a.reason.p ? a.reason.p : "", a.reason.len ? "\"" : "");
 		return;
@@ -1005,7 +1004,7 @@ static void on_suback(struct mqp_pool *p, struct pconn *c, const struct mqc_pack
 		if (!granted) {
 			conn_error(p, c,
 			    "the broker refused the inbox subscription %s/# (%s, reason %u): check the ACL",
-			    c->inbox, mqc_mqtt_reason_text(s.codes[0]), s.codes[0]);
+			    c->inbox, mqc_reason_text(s.codes[0]), s.codes[0]);
 			return;
 		}
 		conn_ready(c);
@@ -1196,7 +1195,7 @@ static void on_disconnect(struct mqp_pool *p, struct pconn *c, const struct mqc_
 	if (c->ready)
 		atomic_fetch_add(&p->stats.connections_lost, 1);
 	conn_error(p, c, "the broker at %s closed the connection: %s (reason %u)%s%.*s%s", c->w.where,
-	    mqc_mqtt_reason_text(d.reason), d.reason, d.text.len ? ": \"" : "", (int)d.text.len,
+	    mqc_reason_text(d.reason), d.reason, d.text.len ? ": \"" : "", (int)d.text.len,
 	    d.text.p ? d.text.p : "", d.text.len ? "\"" : "");
 }
 

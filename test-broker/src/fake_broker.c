@@ -24,6 +24,11 @@
  *               with a wildcard is refused (0xA2), one without granted; nothing else answered
  * Prints FAKE_BROKER_URL=mqtt://127.0.0.1:PORT and "ready" once it listens; counts CONNECTs by
  * protocol level and prints them when SIGTERM ends it ("fake-broker: connects v5 N v311 M").
+ *
+ * Its packets are written and read by hand here, on purpose: it is a test oracle for the
+ * project's one codec (common/src/codec.c), and an oracle that shared the code it checks would
+ * agree with that code's mistakes. This is the only other place in the tree that knows MQTT's
+ * bytes.
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -67,10 +67,6 @@ char *gate_error_json(const char *code, const char *message);
  *  escaped as \u0000: the command would be cut there). */
 bool gate_body_ok(const char *body, size_t len);
 
-/** Whether len bytes are UTF-8 without NUL, overlong forms, surrogates or code points past
- *  U+10FFFF. */
-bool gate_utf8_valid(const char *text, size_t len);
-
 /* Responses by route and status, and how long successful commands took, for /metrics. */
 enum { GATE_STATUS_SLOTS = 11, GATE_DURATION_BUCKETS = 15 };
 struct gate_counters {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gate.h"
+#include "mqc_codec.h"
 
 /* --- routes and names -------------------------------------------------------------------- */
 
@@ -223,32 +224,6 @@ static cJSON *parse_exact(const char *text, size_t len)
 	return j;
 }
 
-bool gate_utf8_valid(const char *text, size_t len)
-{
-	const unsigned char *s = (const unsigned char *)text, *end = s + len;
-	while (s < end) {
-		unsigned c = *s;
-		size_t n = c < 0x80      ? 1
-		    : (c & 0xe0) == 0xc0 ? 2
-		    : (c & 0xf0) == 0xe0 ? 3
-		    : (c & 0xf8) == 0xf0 ? 4
-		                         : 0;
-		if (c == 0 || n == 0 || (size_t)(end - s) < n)
-			return false;
-		unsigned cp = n == 1 ? c : c & (0x7fu >> n);
-		for (size_t i = 1; i < n; i++) {
-			if ((s[i] & 0xc0) != 0x80)
-				return false;
-			cp = cp << 6 | (s[i] & 0x3fu);
-		}
-		static const unsigned min[5] = { 0, 0, 0x80, 0x800, 0x10000 };
-		if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return false; /* overlong, beyond Unicode, or a surrogate */
-		s += n;
-	}
-	return true;
-}
-
 /* Whether a JSON text holds the escape \u0000 in a string: cJSON would cut the string there. */
 static bool json_has_nul_escape(const char *text, size_t len)
 {
@@ -269,7 +244,7 @@ bool gate_body_ok(const char *body, size_t len)
 {
 	if (len == 0)
 		return true;
-	if (!gate_utf8_valid(body, len) || json_has_nul_escape(body, len))
+	if (!mqc_utf8_valid(body, len) || json_has_nul_escape(body, len))
 		return false;
 	cJSON *j = parse_exact(body, len);
 	bool ok = j != NULL;
@@ -309,7 +284,7 @@ char *gate_reply_json(
 	/* The answer is always valid UTF-8 JSON: text that is not is carried as base64. */
 	const char *key = "reply";
 	cJSON *reply = NULL;
-	if (!gate_utf8_valid(payload, len)) {
+	if (!mqc_utf8_valid(payload, len)) {
 		char *b64 = base64(payload, len);
 		reply = b64 ? cJSON_CreateString(b64) : NULL;
 		free(b64);

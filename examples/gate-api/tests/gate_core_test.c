@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "gate.h"
+#include "mqc_codec.h"
 #include "mqc_http.h"
 
 static int route(const char *method, const char *path, struct gate_route *r, char *why)
@@ -157,7 +158,7 @@ static void replies_embed_json_or_become_strings(void **state)
 	/* A reply that is not UTF-8 comes back as base64, so the answer stays valid JSON. */
 	j = gate_reply_json(&r, "\xff\x00ok", 4, 0);
 	assert_non_null(strstr(j, "\"reply_base64\":\"/wBvaw==\""));
-	assert_true(gate_utf8_valid(j, strlen(j)));
+	assert_true(mqc_utf8_valid(j, strlen(j)));
 	free(j);
 	j = gate_reply_json(&r, "\"x\\u0000y\"", 10, 0); /* JSON with an escaped NUL: a string */
 	assert_non_null(strstr(j, "\"reply\":\"\\\"x\\\\u0000y\\\"\""));

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gate.h"
+#include "mqc_codec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -39,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		char *text = gate_reply_json(&r, body, body_len, 1000);
 		if (text) {
 			cJSON *j = cJSON_Parse(text);
-			if (!j || !gate_utf8_valid(text, strlen(text)))
+			if (!j || !mqc_utf8_valid(text, strlen(text)))
 				abort();
 			cJSON_Delete(j);
 			free(text);
