@@ -1222,9 +1222,12 @@ void fleet_explain(const struct fleet *r, char *why, size_t len)
 	for (int c = 1; c < 256; c++)
 		v311_answer |= r->connack311_codes[c] > 0;
 	char sent[160];
+	char v5[80] = "";
+	if (r->o->net.conn.protocol == 5)
+		snprintf(
+		    v5, sizeof v5, ", Maximum Packet Size %u, Topic Alias Maximum 0", (unsigned)RX_CAP);
 	snprintf(sent, sizeof sent, "mqbench's: clean start, Keep Alive %u s%s",
-	    (unsigned)r->o->keepalive_s,
-	    r->o->net.conn.protocol == 5 ? ", Maximum Packet Size 512, Topic Alias Maximum 0" : "");
+	    (unsigned)r->o->keepalive_s, v5);
 	if (r->reasons[R_CLOSED] || v311_answer)
 		mqc_client_explain_connect_failure(&r->o->net.conn, r->o->net.conn.protocol,
 		    v311_answer ? 0x84 : -1, "--protocol 3.1.1", sent, why, len);

@@ -21,6 +21,7 @@
 #include "mqc_net.h"
 #include "mqc_random.h"
 #include "mqc_tls.h"
+#include "mqc_verdict.h"
 
 const char *mqc_client_strerror(int rc)
 {
@@ -238,7 +239,7 @@ static bool send_buf(int fd, SSL *ssl, const struct mqc_buf *b)
 }
 
 /* One CONNECT at protocol (4 or 5) to o's broker: 1 when its CONNACK accepted it, 0 otherwise;
- * what says which. */
+ * what says which, as what a 3.1.1 CONNECT met (mqc_v311_seen). */
 static int probe_v311(
     const struct mqc_conn_opts *o, int protocol, unsigned timeout_ms, char *what, size_t len)
 {
@@ -247,7 +248,7 @@ static int probe_v311(
 	snprintf(service, sizeof service, "%d", o->url.port);
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai = NULL;
 	if (getaddrinfo(o->url.host, service, &hints, &ai) != 0 || !ai) {
-		snprintf(what, len, "it could not be resolved again");
+		mqc_v311_seen(false, 0, "its address could not be resolved again", what, len);
 		return 0;
 	}
 	/* Blocking, within timeout_ms: SO_SNDTIMEO bounds connect(2) too. */
@@ -267,7 +268,9 @@ static int probe_v311(
 	}
 	freeaddrinfo(ai);
 	if (fd < 0) {
-		snprintf(what, len, "the 3.1.1 CONNECT's TCP connect failed: %s", strerror(errno));
+		char why[160];
+		snprintf(why, sizeof why, "its TCP connect failed: %s", strerror(errno));
+		mqc_v311_seen(false, 0, why, what, len);
 		return 0;
 	}
 	SSL_CTX *ctx = NULL;
@@ -278,12 +281,14 @@ static int probe_v311(
 		ctx = mqc_tls_client_ctx(o->cafile, o->cert, o->key, o->url.host, err, sizeof err);
 		ssl = ctx ? SSL_new(ctx) : NULL;
 		if (!ssl || !SSL_set_fd(ssl, fd)) {
-			snprintf(what, len, "TLS for the 3.1.1 CONNECT: %.150s", ctx ? "out of memory" : err);
+			char why[200];
+			snprintf(why, sizeof why, "TLS: %.150s", ctx ? "out of memory" : err);
+			mqc_v311_seen(false, 0, why, what, len);
 			goto done;
 		}
 		mqc_tls_set_sni(ssl, o->url.host);
 		if (SSL_connect(ssl) != 1) {
-			snprintf(what, len, "the 3.1.1 CONNECT's TLS handshake failed");
+			mqc_v311_seen(false, 0, "its TLS handshake failed", what, len);
 			goto done;
 		}
 	}
@@ -299,7 +304,7 @@ static int probe_v311(
 	        != MQC_ENC_OK
 	    || !send_buf(fd, ssl, &out)) {
 		mqc_buf_free(&out);
-		snprintf(what, len, "the 3.1.1 CONNECT could not be sent");
+		mqc_v311_seen(false, 0, "it could not be sent", what, len);
 		goto done;
 	}
 	mqc_buf_free(&out);
@@ -308,16 +313,11 @@ static int probe_v311(
 	struct mqc_connack ack;
 	if (read_packet(fd, ssl, in, sizeof in, deadline, &pk) != 0 || pk.type != MQC_CONNACK
 	    || mqc_dec_connack(&pk, protocol, &ack) != NULL) {
-		snprintf(what, len, "an MQTT %s CONNECT got no CONNACK", protocol == 4 ? "3.1.1" : "5");
+		mqc_v311_seen(false, 0, "no CONNACK came", what, len);
 		goto done;
 	}
 	verdict = ack.code == 0; /* accepted */
-	if (ack.code == 0)
-		snprintf(what, len, "it accepted an MQTT %s CONNECT", protocol == 4 ? "3.1.1" : "5");
-	else
-		snprintf(what, len, "it refused an MQTT %s CONNECT too (%s %u: %s)",
-		    protocol == 4 ? "3.1.1" : "5", ack.v311_form ? "return code" : "reason code", ack.code,
-		    mqc_connack_text(ack.code, ack.v311_form));
+	mqc_v311_seen(true, ack.code, NULL, what, len);
 	if (mqc_enc_disconnect(&out, protocol, 0) == MQC_ENC_OK)
 		send_buf(fd, ssl, &out);
 	mqc_buf_free(&out);
@@ -360,8 +360,8 @@ static int probe_cached(const struct mqc_conn_opts *o, bool close_case, char *wh
 	if (confirmed && close_case && probe_v311(o, 5, 3000, again, sizeof again)) {
 		confirmed = 0;
 		snprintf(seen, sizeof seen,
-		    "an MQTT 3.1.1 CONNECT was accepted, and so was an MQTT 5 "
-		    "CONNECT right after: it was not the protocol");
+		    "an MQTT 3.1.1 CONNECT right after was accepted, and so was an MQTT 5 CONNECT after "
+		    "it");
 	}
 	snprintf(what, len, "%s", seen);
 	pthread_mutex_lock(&verdicts_lock);
@@ -393,42 +393,33 @@ bool mqc_client_explain_connect_failure(const struct mqc_conn_opts *o, int proto
 	/* What was sent, said with a close: a value the broker disliked is as likely as the version. */
 	char sent[400];
 	if (sent_by)
-		snprintf(sent, sizeof sent, "an MQTT %s CONNECT (%s)", v5 ? "5" : "3.1.1", sent_by);
+		snprintf(sent, sizeof sent, "%s", sent_by);
 	else
-		snprintf(sent, sizeof sent,
-		    "an MQTT %s CONNECT (libmosquitto's: clean start, Keep Alive %u s, %s%s)",
-		    v5 ? "5" : "3.1.1", o->keepalive_s ? o->keepalive_s : 30,
-		    o->username ? "user name " : "no user name", o->username ? o->username : "");
+		snprintf(sent, sizeof sent, "libmosquitto's: clean start, Keep Alive %u s, %s%s",
+		    o->keepalive_s ? o->keepalive_s : 30, o->username ? "user name " : "no user name",
+		    o->username ? o->username : "");
 	if (!v5) {
 		snprintf(out, len,
-		    "the broker at %s closed the connection in answer to %s without a CONNACK (a broker at "
-		    "its connection limit - mosquitto's max_connections or its open-file limit - a proxy "
-		    "or a firewall does this)",
+		    "the broker at %s closed the connection in answer to an MQTT 3.1.1 CONNECT (%s) "
+		    "without a CONNACK (a broker at its connection limit - mosquitto's max_connections or "
+		    "its open-file limit - a proxy or a firewall does this)",
 		    where, sent);
 		return false;
 	}
-	char what[200];
+	char what[200], cause[sizeof sent + 100], fix[120];
 	bool v311_works = probe_cached(o, rc <= 0, what, sizeof what);
-	if (rc > 0) { /* the broker said so: 0x84, or 3.1.1's return code 1 as libmosquitto gives it */
-		snprintf(out, len,
-		    "the broker at %s does not accept MQTT 5 (confirmed: it refused the MQTT 5 CONNECT's "
-		    "protocol version; %s)%s%s",
-		    where, what, v311_works ? ": use " : "", v311_works ? hint : "");
-		return true;
-	}
-	/* Closed without a word: only what was seen is said, never "confirmed". */
-	if (v311_works)
-		snprintf(out, len,
-		    "the broker at %s closed the connection in answer to %s without a CONNACK; %s: if it "
-		    "speaks only MQTT 3.1.1 (RabbitMQ 3 closes an MQTT 5 CONNECT so), use %s (not "
-		    "confirmed: it did not say why it closed)",
-		    where, sent, what, hint);
+	if (rc > 0) /* the broker said so: 0x84, or 3.1.1's return code 1 as libmosquitto gives it */
+		snprintf(cause, sizeof cause, "refused the MQTT 5 CONNECT's protocol version");
 	else
-		snprintf(out, len,
-		    "the broker at %s closed the connection in answer to %s without a CONNACK, and %s: not "
-		    "a matter of the protocol version as far as can be seen; a broker at its connection "
-		    "limit (mosquitto's max_connections, or its open-file limit), a proxy or a firewall "
-		    "closes connections like this",
-		    where, sent, what);
+		mqc_v5_closed_cause(sent, cause, sizeof cause);
+	snprintf(fix, sizeof fix, "use %s", hint);
+	mqc_v5_verdict(&(struct mqc_v5_check) { .where = where,
+	                   .cause = cause,
+	                   .said = rc > 0,
+	                   .v311_works = v311_works,
+	                   .seen = what,
+	                   .fix = fix },
+	    out, len);
+	return rc > 0;
 	return false;
 }

@@ -514,6 +514,10 @@ struct mqp_pool_stats {
 	uint64_t connects_ok, connects_failed, connections_lost;
 	uint64_t protocol_errors; /* connections closed because the broker sent a malformed packet
 	                             (mqp_pool_last_error says which) */
+	/* (0.4) 1 while the broker refuses MQTT 5 - its CONNACK refused the protocol version - and
+	 * accepted an MQTT 3.1.1 CONNECT: options.protocol = 4 reaches it (mqp_pool_last_error says
+	 * it in words). Calls fail with MQP_EREFUSED meanwhile. */
+	unsigned v311_only;
 };
 
 /**

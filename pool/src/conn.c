@@ -18,6 +18,7 @@
 #include "mqc_clock.h"
 #include "mqc_codec.h"
 #include "mqc_random.h"
+#include "mqc_verdict.h"
 
 /* What the pool tells the broker in CONNECT: QoS 1 and 2 messages it may have unacknowledged
  * with us (the pool acknowledges each at once), and the largest packet we take. */
@@ -374,6 +375,7 @@ static void conn_ready(struct pconn *c)
 	c->pool->backoff_ms = 0;
 	c->pool->connect_failed = false;
 	c->pool->refused = false;
+	atomic_store(&c->pool->stats.v311_only, 0);
 }
 
 /* Open c (a slot, or the probe) to the pool's broker: TCP, TLS, then CONNECT once open. */
@@ -469,36 +471,20 @@ static void suspect_v311(struct mqp_pool *p, const struct pconn *c, const char *
 static void probe_verdict(struct mqp_pool *p, bool answered, uint8_t code, const char *why)
 {
 	struct pconn *c = &p->probe;
-	char where[sizeof c->w.where];
-	snprintf(where, sizeof where, "%s", c->w.where);
-	char seen[160];
-	if (answered && code == 0)
-		snprintf(seen, sizeof seen, "an MQTT 3.1.1 CONNECT right after was accepted");
-	else if (answered)
-		snprintf(seen, sizeof seen,
-		    "an MQTT 3.1.1 CONNECT right after was refused too (return code %u: %s)", code,
-		    mqc_connack_text(code, true));
-	else
-		snprintf(seen, sizeof seen, "an MQTT 3.1.1 CONNECT right after fared no better (%s)", why);
-	if (p->probe_said) /* the broker said so */
-		mqp__set_error(p, "the broker at %s does not accept MQTT 5 (confirmed: it %s; %s)%s", where,
-		    p->probe_cause, seen,
-		    answered && code == 0 ? ": set options.protocol = 4 (MQTT 3.1.1) and send requests "
-		                            "with mqp_pool_request_legacy"
-		                          : "");
-	else if (answered && code == 0)
-		mqp__set_error(p,
-		    "the broker at %s %s; %s: if it speaks only MQTT 3.1.1 (RabbitMQ 3 closes an MQTT 5 "
-		    "CONNECT so), set options.protocol = 4 and send requests with "
-		    "mqp_pool_request_legacy (not confirmed: it did not say why it closed)",
-		    where, p->probe_cause, seen);
-	else
-		mqp__set_error(p,
-		    "the broker at %s %s; %s: not a matter of the protocol version as far as can be seen; "
-		    "a broker at its connection limit, a proxy or a firewall closes connections like this",
-		    where, p->probe_cause, seen);
+	char seen[200], text[sizeof p->verdict];
+	mqc_v311_seen(answered, code, why, seen, sizeof seen);
+	mqc_v5_verdict(&(struct mqc_v5_check) { .where = c->w.where,
+	                   .cause = p->probe_cause,
+	                   .said = p->probe_said,
+	                   .v311_works = answered && code == 0,
+	                   .seen = seen,
+	                   .fix = "set options.protocol = 4 (MQTT 3.1.1) and send requests with "
+	                          "mqp_pool_request_legacy" },
+	    text, sizeof text);
+	mqp__set_error(p, "%s", text);
 	/* A refusal only when the broker refused: the pool stops trying and callers fail at once. */
 	p->refused = p->refused_v5 = p->probe_said;
+	atomic_store(&p->stats.v311_only, p->probe_said && answered && code == 0);
 	pthread_mutex_lock(&p->report_lock);
 	snprintf(p->verdict, sizeof p->verdict, "%s", p->last_error);
 	pthread_mutex_unlock(&p->report_lock);
@@ -923,16 +909,11 @@ static void on_connack(struct mqp_pool *p, struct pconn *c, const struct mqc_pac
 		probe_verdict(p, true, a.code, NULL);
 		return;
 	}
-	if (c->protocol == 5
-	    && ((a.v311_form && a.code == 1)
-	        || (!a.v311_form && a.code == MQC_RC_UNSUPPORTED_PROTOCOL))) {
+	if (c->protocol == 5 && mqc_v5_refused(a.code, a.v311_form)) {
 		/* The broker said so: a 3.1.1 CONNACK with return code 1 ("unacceptable protocol
 		 * version", aedes), or a v5 one with 0x84. One 3.1.1 CONNECT says whether that works. */
 		char cause[160];
-		snprintf(cause, sizeof cause, "answered the MQTT 5 CONNECT with %s (%s %u: %s)",
-		    a.v311_form ? "a 3.1.1 CONNACK" : "a CONNACK",
-		    a.v311_form ? "3.1.1 return code" : "reason code", a.code,
-		    mqc_connack_text(a.code, a.v311_form));
+		mqc_v5_refused_cause(a.code, a.v311_form, cause, sizeof cause);
 		conn_error(p, c, "the broker at %s %s", c->w.where, cause);
 		suspect_v311(p, c, cause, true);
 		return;
@@ -1266,13 +1247,13 @@ static void closed_early(struct mqp_pool *p, struct pconn *c, const char *what)
 	}
 	if (c->stage == STAGE_CONNACK && c->protocol == 5) {
 		/* What it closed in answer to, said: a value it disliked is as likely as the version. */
-		char cause[400];
-		snprintf(cause, sizeof cause,
-		    "closed the connection in answer to an MQTT 5 CONNECT without a CONNACK (it was %zu "
-		    "bytes: clean start, Keep Alive %u s, Receive Maximum %u, Maximum Packet Size %u, "
-		    "Topic Alias Maximum 0, client id %s%s%s)",
+		char sent[300], cause[400];
+		snprintf(sent, sizeof sent,
+		    "it was %zu bytes: clean start, Keep Alive %u s, Receive Maximum %u, Maximum Packet "
+		    "Size %u, Topic Alias Maximum 0, client id %s%s%s",
 		    c->connect_len, c->keepalive_s, (unsigned)RECEIVE_MAX, (unsigned)MQC_MAX_PACKET, c->id,
 		    p->username ? ", user name " : ", no user name", p->username ? p->username : "");
+		mqc_v5_closed_cause(sent, cause, sizeof cause);
 		conn_error(p, c, "the broker at %s %s", c->w.where, cause);
 		suspect_v311(p, c, cause, false);
 		return;

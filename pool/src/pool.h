@@ -143,6 +143,7 @@ struct pool_stats {
 	atomic_uint_fast64_t closes_idle, closes_lifetime, leaks;
 	atomic_uint_fast64_t requests, replies, timeouts, late_replies, strays, publishes;
 	atomic_uint_fast64_t connects_ok, connects_failed, connections_lost, protocol_errors;
+	atomic_uint v311_only; /* mqp_pool_stats.v311_only */
 };
 
 struct mqp_pool {

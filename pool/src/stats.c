@@ -82,6 +82,7 @@ void mqp_pool_stats(mqp_pool *p, struct mqp_pool_stats *out, size_t out_size)
 			.connects_failed = atomic_load(&p->stats.connects_failed),
 			.connections_lost = atomic_load(&p->stats.connections_lost),
 			.protocol_errors = atomic_load(&p->stats.protocol_errors),
+			.v311_only = atomic_load(&p->stats.v311_only),
 		};
 	fill(out, out_size, &all, sizeof all);
 }

@@ -220,6 +220,9 @@ static void fake_stop(struct fake *f)
 }
 
 /* Request, and the error the pool names. */
+/* The pool's mqp_pool_stats.v311_only after the last request_and_say. */
+static unsigned said_v311_only;
+
 static mqp_err request_and_say(const char *url, int protocol, char *why, size_t len, uint64_t *took)
 {
 	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
@@ -245,6 +248,7 @@ static mqp_err request_and_say(const char *url, int protocol, char *why, size_t 
 	struct mqp_pool_stats st;
 	mqp_pool_stats(p, &st, sizeof st);
 	assert_int_equal(st.connects_ok, 0);
+	said_v311_only = st.v311_only;
 	mqp_pool_destroy(p);
 	return rc;
 }
@@ -314,6 +318,8 @@ static void a_broker_that_speaks_only_311_is_named_and_confirmed(void **state)
 		        || !strstr(why, "an MQTT 3.1.1 CONNECT right after was accepted")
 		        || !strstr(why, "not confirmed") || !strstr(why, "options.protocol = 4")))
 			fail_msg("%s: %s: %s", modes[i], mqp_strerror(rc), why);
+		/* As a field too, for programs: only when the broker said so. */
+		assert_int_equal(said_v311_only, i == 0);
 		assert_true(took < 2000 * MQC_NS_PER_MS); /* the check is one round trip */
 		/* With protocol 4 the same broker takes the connection (the fake holds it). */
 		mqp_pool *p = one_connection_pool(f.url, 4);
@@ -326,6 +332,7 @@ static void a_broker_that_speaks_only_311_is_named_and_confirmed(void **state)
 	char why[1024];
 	uint64_t took;
 	assert_int_equal(request_and_say(f.url, 5, why, sizeof why, &took), MQP_ECONNECT);
+	assert_int_equal(said_v311_only, 0);
 	if (!strstr(why, "an MQTT 3.1.1 CONNECT right after fared no better")
 	    || !strstr(why, "not a matter of the protocol version") || strstr(why, "(confirmed:")
 	    || strstr(why, "options.protocol = 4"))

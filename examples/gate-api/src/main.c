@@ -358,11 +358,12 @@ int main(int argc, char **argv)
 	 * speak) will refuse every command: say so and stop. One that cannot be reached now may be
 	 * later: serve (commands get 502 with the reason meanwhile, /healthz 503 says why). */
 	char why[512] = "";
-	int broker = gate_server_broker_check(
-	    server, g.pool.connect_timeout_ms ? g.pool.connect_timeout_ms : 5000, why, sizeof why);
+	bool v311_only = false;
+	int broker = gate_server_broker_check(server,
+	    g.pool.connect_timeout_ms ? g.pool.connect_timeout_ms : 5000, &v311_only, why, sizeof why);
 	if (broker < 0) {
 		fprintf(stderr, "mqp-gate-api: the broker refuses the gateway: %s%s\n", why,
-		    strstr(why, "does not accept MQTT 5") ? " (for mqp-gate-api: --protocol 3.1.1)" : "");
+		    v311_only ? " (for mqp-gate-api: --protocol 3.1.1)" : "");
 		uint64_t ok[GATE_BACKENDS];
 		gate_server_stop(server, 0, ok);
 		mosquitto_lib_cleanup();

@@ -1317,7 +1317,8 @@ unsigned gate_server_port(const struct gate_server *s)
 	return s->w[0].port;
 }
 
-int gate_server_broker_check(struct gate_server *s, unsigned wait_ms, char *why, size_t len)
+int gate_server_broker_check(
+    struct gate_server *s, unsigned wait_ms, bool *v311_only, char *why, size_t len)
 {
 	/* A lease from worker 0's pool (from this thread: handed to its loop): the broker takes us,
 	 * refuses us, or cannot be reached. */
@@ -1325,6 +1326,9 @@ int gate_server_broker_check(struct gate_server *s, unsigned wait_ms, char *why,
 	mqp_pool *pool = s->w[0].pool;
 	mqp_lease lease;
 	mqp_err rc = pool ? mqp_pool_acquire(pool, wait_ms, &lease) : MQP_ECLOSED;
+	struct mqp_pool_stats st;
+	mqp_pool_stats(pool, &st, sizeof st);
+	*v311_only = st.v311_only;
 	if (rc == MQP_OK)
 		mqp_lease_release(&lease);
 	else if (pool)

@@ -59,9 +59,12 @@ unsigned gate_server_port(const struct gate_server *s);
 /**
  * Whether the broker takes the gateway: a connection borrowed from a pool within wait_ms.
  * @return 0 yes; -1 it refuses (credentials, authorization, a protocol version it does not
- *         speak: not transient), 1 not now (unreachable, slow); why says what the pool met.
+ *         speak: not transient), 1 not now (unreachable, slow); why says what the pool met, and
+ *         *v311_only whether the refusal is of MQTT 5 by a broker that accepted MQTT 3.1.1
+ *         (mqp_pool_stats.v311_only).
  */
-int gate_server_broker_check(struct gate_server *s, unsigned wait_ms, char *why, size_t len);
+int gate_server_broker_check(
+    struct gate_server *s, unsigned wait_ms, bool *v311_only, char *why, size_t len);
 
 /**
  * Stop accepting, answer new requests on open connections with 503 shutting_down, let commands
