@@ -14,36 +14,29 @@
 
 #include <cjson/cJSON.h>
 
+#include "churn.h"
 #include "fleet.h"
 #include "mqbench.h"
 #include "mqc_clock.h"
 #include "mqc_codec.h"
 
-/* Churn: the cycle is over; leave the way a device does (DISCONNECT, close). */
-static void leave(struct fleet *r, struct attempt *a, uint64_t now)
+/* What a cycle's attempt awaits (attempt.step). */
+enum { AWAIT_NOTHING, AWAIT_SUBACK };
+
+uint64_t bench_churn_time_wait(double rate, uint64_t duration_ns)
 {
-	r->out.off = r->out.len = 0;
-	if (mqc_enc_disconnect(&r->out, r->o->net.conn.protocol, 0) == MQC_ENC_OK)
-		fleet_send_out(a, &r->out);
-	if (a->ssl)
-		SSL_shutdown(a->ssl); /* close_notify, as a device that leaves cleanly sends */
-	/* Read what is left (session tickets, properties) so that close sends FIN, not RST. */
-	unsigned char sink[256];
-	while ((a->ssl ? SSL_read(a->ssl, sink, sizeof sink) : recv(a->fd, sink, sizeof sink, 0)) > 0)
-		;
-	fleet_close(a);
-	mqc_hist_record(&r->cycle, now - a->intended);
-	r->cycles++;
-	a->state = ST_WAITING;
+	double seconds = (double)duration_ns / 1e9;
+	return (uint64_t)(rate * (seconds < 60 ? seconds : 60));
 }
 
 /* After CONNACK in churn: publish once, subscribe once, or nothing; then leave. */
-void fleet_churn_connected(struct fleet *r, struct attempt *a, uint64_t now)
+static void churn_connected(struct fleet *r, struct attempt *a, uint64_t now)
 {
 	const struct bench_opts *o = r->o;
+	const struct churn *c = r->scenario;
 	int protocol = o->net.conn.protocol;
 	if (o->churn_action == BENCH_CHURN_NONE) {
-		leave(r, a, now);
+		fleet_leave(r, a, now);
 		return;
 	}
 	r->out.off = r->out.len = 0;
@@ -53,8 +46,7 @@ void fleet_churn_connected(struct fleet *r, struct attempt *a, uint64_t now)
 		if (payload)
 			memset(payload, 'x', o->size);
 		bool sent = payload
-		    && mqc_enc_publish(
-		           &r->out, protocol, r->churn_topic, 0, false, 0, NULL, payload, o->size)
+		    && mqc_enc_publish(&r->out, protocol, c->topic, 0, false, 0, NULL, payload, o->size)
 		        == MQC_ENC_OK
 		    && fleet_send_out(a, &r->out) == 0;
 		free(payload);
@@ -62,35 +54,54 @@ void fleet_churn_connected(struct fleet *r, struct attempt *a, uint64_t now)
 			fleet_failed(r, a, R_OTHER);
 			return;
 		}
-		leave(r, a, now);
+		fleet_leave(r, a, now);
 		return;
 	}
-	if (mqc_enc_subscribe(&r->out, protocol, 1, r->churn_topic, 0, 0, 0) != MQC_ENC_OK
+	if (mqc_enc_subscribe(&r->out, protocol, 1, c->topic, 0, 0, 0) != MQC_ENC_OK
 	    || fleet_send_out(a, &r->out) != 0) {
 		fleet_failed(r, a, R_OTHER);
 		return;
 	}
-	r->in_progress++; /* the cycle goes on: it counts against --concurrency until SUBACK */
-	a->state = ST_SUBACK;
+	a->step = AWAIT_SUBACK;
+	fleet_await(r, a);
 }
 
-void fleet_churn_suback(
+/* The SUBACK of --action subscribe: packet id 1, (v5 properties), a reason code per filter of
+ * the SUBSCRIBE - ours, the one filter, is the first. */
+static void churn_packet(
     struct fleet *r, struct attempt *a, const struct mqc_packet *pk, uint64_t now)
 {
-	/* SUBACK: packet id, (v5 properties), one reason code per filter: ours is the first. */
 	struct mqc_suback s;
-	if (pk->type != MQC_SUBACK || mqc_dec_suback(pk, r->o->net.conn.protocol, &s) || s.mid != 1
-	    || s.count != 1) {
+	if (a->step != AWAIT_SUBACK || pk->type != MQC_SUBACK
+	    || mqc_dec_suback(pk, r->o->net.conn.protocol, &s) || s.mid != 1 || s.count < 1) {
 		fleet_failed(r, a, R_OTHER);
 		return;
 	}
+	a->step = AWAIT_NOTHING;
 	if (s.codes[0] >= 0x80) {
 		fleet_failed(r, a, R_SUBACK);
 		return;
 	}
-	fleet_consume(a, pk);
-	r->in_progress--;
-	leave(r, a, now);
+	fleet_answered(r, a, pk);
+	fleet_leave(r, a, now);
+}
+
+const struct fleet_ops bench_churn_ops = { .connected = churn_connected, .packet = churn_packet };
+
+int bench_churn_plan(const struct bench_opts *o, struct fleet *r, struct churn *c)
+{
+	r->ops = &bench_churn_ops;
+	r->scenario = c;
+	r->plan = (struct fleet_plan) { .rate = o->rate,
+		.slots = o->concurrency,
+		.time_wait = bench_churn_time_wait(o->rate / o->shards, o->duration_ns),
+		.reuse_slots = true };
+	if (asprintf(&c->topic, "%s/%s/churn", o->prefix, o->token) < 0) {
+		c->topic = NULL;
+		fprintf(stderr, "mqbench: out of memory\n");
+		return -1;
+	}
+	return 0;
 }
 
 /* --- churn
@@ -98,11 +109,14 @@ void fleet_churn_suback(
 
 int bench_run_churn(const struct bench_opts *o)
 {
-	struct fleet r = { .o = o, .ep = -1, .churn = true };
+	struct fleet r = { .o = o, .ep = -1 };
+	struct churn state = { 0 };
 	struct probe_sample p0, p1;
 	struct broker_usage usage;
-	if (fleet_begin(&r, &p0, &usage) != 0)
+	if (bench_churn_plan(o, &r, &state) != 0 || fleet_begin(&r, &p0, &usage) != 0) {
+		free(state.topic);
 		return 1;
+	}
 	double interval = 1e9 / r.rate;
 	uint64_t scheduled = (uint64_t)((double)o->duration_ns / interval);
 	uint64_t next = 0, late = 0, next_tick = r.t0 + MQC_NS_PER_S;
@@ -245,5 +259,6 @@ int bench_run_churn(const struct bench_opts *o)
 		rc = 1;
 	}
 	fleet_free(&r);
+	free(state.topic);
 	return rc;
 }

@@ -90,9 +90,25 @@ static void storms_text(const struct fleet *r, const struct probe_sample *before
 	}
 }
 
+/* Every connection is held: nothing is awaited after CONNACK. */
+static void connect_connected(struct fleet *r, struct attempt *a, uint64_t now)
+{
+	fleet_hold(r, a, now);
+}
+
+static void connect_packet(
+    struct fleet *r, struct attempt *a, const struct mqc_packet *pk, uint64_t now)
+{
+	(void)pk, (void)now;
+	fleet_failed(r, a, R_OTHER); /* never awaited */
+}
+
+static const struct fleet_ops connect_ops
+    = { .connected = connect_connected, .packet = connect_packet };
+
 int bench_run_connect(const struct bench_opts *o)
 {
-	struct fleet r = { .o = o, .ep = -1 };
+	struct fleet r = { .o = o, .ep = -1, .ops = &connect_ops, .plan = { .rate = o->connrate } };
 	struct probe_sample p0, p1;
 	struct broker_usage usage;
 	if (fleet_begin(&r, &p0, &usage) != 0)

@@ -1,58 +1,43 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * fleet.c - the engine under what a fleet does to a broker's connections: the connect storm
- * (connect.c: N connections opened on a schedule and held, with --reconnect through the broker's
- * restarts, the cutover's reconnect storm) and churn (churn.c: connect, optionally publish or
- * subscribe once, disconnect, at a fixed rate).
+ * fleet.c - the engine under what a fleet does to a broker's connections (fleet.h says who uses
+ * it and how): the connect storm (connect.c) and churn (churn.c) are scenarios it calls through
+ * their ops; it knows neither.
  *
  * Raw non-blocking sockets (one descriptor per connection; libmosquitto needs three, which would
- * cap a process at about 6,600 connections under a 20,000 descriptor limit) and hand-written
- * packets. Every attempt has an intended time t0 + k/rate; at most --concurrency scheduled
- * attempts are in progress, and an attempt that waits for a free place is late, which its latency
- * shows: TCP connect and CONNACK latency are measured from the intended time. A reconnect is
- * measured from the moment its connection was lost. With mqtts:// the TLS handshake runs
- * non-blocking through OpenSSL, with CA verification and a hostname check; its time and the
- * client's CPU are kept apart for full and resumed handshakes.
+ * cap a process at about 6,600 connections under a 20,000 descriptor limit) and the project's
+ * codec (mqc_codec.h). Every attempt has an intended time t0 + k/rate; at most --concurrency
+ * scheduled attempts are in progress, and an attempt that waits for a free place is late, which
+ * its latency shows: TCP connect and CONNACK latency are measured from the intended time. A
+ * reconnect is measured from the moment its connection was lost. With mqtts:// the TLS handshake
+ * runs non-blocking (fleet_tls.c).
  *
- * Timers (attempt deadlines, reconnect back-off) sit in one min-heap keyed by their due time; an
- * entry whose attempt has moved on since is stale and skipped when it comes up.
+ * Timers (attempt deadlines, reconnect back-off, keep-alive) sit in one min-heap keyed by their
+ * due time; an entry whose attempt has moved on since is stale and skipped when it comes up.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
-
 #include "fleet.h"
 #include "mqbench.h"
-#include "mqc_client.h"
 #include "mqc_clock.h"
 #include "mqc_codec.h"
 #include "mqc_heap.h"
-#include "mqc_tls.h"
 
 #ifndef IP_BIND_ADDRESS_NO_PORT
 #define IP_BIND_ADDRESS_NO_PORT 24
 #endif
-
-const char *const fleet_reason_names[R_COUNT] = { "refused", "timeout", "connack", "emfile",
-	"eaddrnotavail", "tls", "dropped", "closed_before_connack", "suback", "other" };
 
 volatile sig_atomic_t fleet_interrupted;
 
@@ -70,90 +55,6 @@ static uint64_t random_u64(struct fleet *r)
 	r->rng ^= r->rng >> 27;
 	return r->rng * 2685821657736338717ULL;
 }
-
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return mqc_ts_to_ns(&ts);
-}
-
-/* --- identities ------------------------------------------------------------------------------ */
-
-static const char *identity(const char *tpl, uint64_t k, char *buf, size_t cap)
-{
-	if (!tpl)
-		return NULL;
-	return bench_identity(tpl, k, buf, cap, NULL, 0) >= 0 ? buf : NULL;
-}
-
-/* Client k's CONNECT into out: clean start, --keepalive (default 0: held connections stay quiet
- * unless the broker sets a Server Keep Alive), MQTT 5: packets up to RX_CAP, the client id and
- * credentials from their templates. -1 when it cannot be made (checked before the run). */
-static int build_connect(const struct bench_opts *o, uint64_t k, struct mqc_buf *out)
-{
-	char id[256], user[MQC_STR_MAX + 1], pass[MQC_STR_MAX + 1];
-	if (o->client_id_tpl) {
-		if (!identity(o->client_id_tpl, k, id, sizeof id))
-			return -1;
-	} else {
-		snprintf(id, sizeof id, "%s-%s-%llu", o->prefix, o->token, (unsigned long long)k);
-	}
-	const char *u = o->net.conn.username;
-	const char *p = o->net.conn.password;
-	if (u && !(u = identity(u, k, user, sizeof user)))
-		return -1;
-	if (p && !(p = identity(p, k, pass, sizeof pass)))
-		return -1;
-	struct mqc_connect c = { .protocol = o->net.conn.protocol,
-		.client_id = id,
-		.username = u,
-		.password = p,
-		.keepalive_s = o->keepalive_s,
-		.max_packet = RX_CAP };
-	out->off = out->len = 0;
-	return mqc_enc_connect(out, &c) == MQC_ENC_OK ? 0 : -1;
-}
-
-/* Every template's '%' sequences, and whether the longest identity fits. */
-int bench_connect_check(const struct bench_opts *o, char *err, size_t errlen)
-{
-	const struct {
-		const char *name, *tpl;
-		size_t max;
-	} t[] = {
-		{ "--username", o->net.conn.username, MQC_STR_MAX },
-		{ "--password", o->net.conn.password, MQC_STR_MAX },
-		{ "--client-id", o->client_id_tpl, 255 },
-		{ "--cert", o->net.conn.cert, 4095 },
-		{ "--key", o->net.conn.key, 4095 },
-	};
-	uint64_t last = o->clients ? o->clients - 1 : 0;
-	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-		if (!t[i].tpl)
-			continue;
-		char *buf = malloc(t[i].max + 1), why[300];
-		int n = buf ? bench_identity(t[i].tpl, last, buf, t[i].max + 1, why, sizeof why) : -2;
-		free(buf);
-		if (n == -1) {
-			snprintf(err, errlen, "%s %s (%%%% for a literal %%)", t[i].name, why);
-			return -1;
-		}
-		if (n < 0) {
-			snprintf(err, errlen, "%s: longer than MQTT allows (%zu bytes) for client %llu",
-			    t[i].name, t[i].max, (unsigned long long)last);
-			return -1;
-		}
-	}
-	if (!o->client_id_tpl && strlen(o->prefix) > 64) {
-		snprintf(err, errlen, "--prefix: longer than MQTT allows (64 bytes)");
-		return -1;
-	}
-	return 0;
-}
-
-/* --- timers and per-second counts --------------------------------------------------------------
- */
 
 static void arm(struct fleet *r, struct attempt *a, uint64_t due)
 {
@@ -177,9 +78,6 @@ struct second *fleet_second(struct fleet *r, uint64_t now)
 	return &r->seconds[i];
 }
 
-/* --- an attempt's life ---------------------------------------------------------------------------
- */
-
 void fleet_close(struct attempt *a)
 {
 	/* Marked shut down: OpenSSL would otherwise mark the session unresumable on SSL_free, and a
@@ -197,15 +95,7 @@ void fleet_close(struct attempt *a)
 
 static bool connecting(enum state st)
 {
-	return st == ST_TCP || st == ST_TLS || st == ST_CONNACK || st == ST_SUBACK;
-}
-
-uint64_t fleet_storm_failures(const struct rstorm *st)
-{
-	uint64_t n = 0;
-	for (int k = 0; k < R_COUNT; k++)
-		n += st->fails[k];
-	return n;
+	return st == ST_TCP || st == ST_TLS || st == ST_CONNACK || st == ST_AWAIT;
 }
 
 struct rstorm *fleet_current_storm(struct fleet *r)
@@ -251,19 +141,7 @@ void fleet_failed(struct fleet *r, struct attempt *a, enum reason why)
 		sec->failed++;
 		sec->fails[why]++;
 	}
-	a->state = r->churn ? ST_WAITING : ST_FAILED;
-}
-
-/* A thread that takes no signals: SIGINT and SIGTERM stay with the loop's thread, whose
- * epoll_wait they interrupt. */
-static bool start_quiet_thread(pthread_t *t, void *(*fn)(void *), void *arg)
-{
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	bool ok = pthread_create(t, NULL, fn, arg) == 0;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return ok;
+	a->state = r->plan.reuse_slots ? ST_WAITING : ST_FAILED;
 }
 
 static void *storm_probe_reader(void *arg)
@@ -278,7 +156,7 @@ static void end_storm(struct fleet *r, struct rstorm *st)
 	st->over = true;
 	if (r->o->metrics_url) {
 		st->probe_url = r->o->metrics_url;
-		st->reading = start_quiet_thread(&st->reader, storm_probe_reader, st);
+		st->reading = fleet_quiet_thread(&st->reader, storm_probe_reader, st);
 		if (!st->reading) /* no thread: read it here, late rather than never */
 			bench_probe_read(st->probe_url, &st->probe);
 	}
@@ -398,7 +276,7 @@ int fleet_send_out(struct attempt *a, const struct mqc_buf *out)
 
 static void send_connect(struct fleet *r, struct attempt *a)
 {
-	if (build_connect(r->o, a->k, &r->out) != 0 || fleet_send_out(a, &r->out) != 0) {
+	if (fleet_build_connect(r->o, a->k, &r->out) != 0 || fleet_send_out(a, &r->out) != 0) {
 		fleet_failed(r, a, R_OTHER);
 		return;
 	}
@@ -406,77 +284,51 @@ static void send_connect(struct fleet *r, struct attempt *a)
 	want(r, a, EPOLLIN);
 }
 
-static void tls_step(struct fleet *r, struct attempt *a)
+/* The handshake's next step, and CONNECT once it is done. */
+static void tls_drive(struct fleet *r, struct attempt *a)
 {
-	uint64_t c0 = thread_cpu_ns();
-	ERR_clear_error(); /* the queue holds this handshake's errors only */
-	int rc = SSL_connect(a->ssl);
-	a->tls_cpu += thread_cpu_ns() - c0;
-	if (rc == 1) {
-		uint64_t took = mqc_now_ns() - a->tls_t0;
-		if (SSL_session_reused(a->ssl)) {
-			mqc_hist_record(&r->tls_resumed, took);
-			r->tls_resumed_cpu += a->tls_cpu;
-		} else {
-			mqc_hist_record(&r->tls_full, took);
-			r->tls_full_cpu += a->tls_cpu;
+	switch (fleet_tls_step(r, a)) {
+		case FLEET_TLS_DONE:
+			send_connect(r, a);
+			return;
+		case FLEET_TLS_WANT_READ:
+			want(r, a, EPOLLIN);
+			return;
+		case FLEET_TLS_WANT_WRITE:
+			want(r, a, EPOLLOUT);
+			return;
+		case FLEET_TLS_FAILED:
+			fleet_failed(r, a, R_TLS);
+			return;
+	}
+}
+
+/* An attempt's connection, started: TCP to the broker's address (from its --source address),
+ * non-blocking. The descriptor, or -errno. */
+static int dial_tcp(struct fleet *r, struct attempt *a)
+{
+	int fd = socket(r->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	if (r->nsources) {
+		/* Let connect() pick the port per (source, destination): no early port exhaustion. */
+		setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+		struct sockaddr_in src
+		    = { .sin_family = AF_INET, .sin_addr = r->sources[a->k % r->nsources] };
+		if (bind(fd, (struct sockaddr *)&src, sizeof src) != 0) {
+			int e = errno;
+			close(fd);
+			return -e;
 		}
-		send_connect(r, a);
-		return;
 	}
-	int e = SSL_get_error(a->ssl, rc);
-	if (e == SSL_ERROR_WANT_READ) {
-		want(r, a, EPOLLIN);
-	} else if (e == SSL_ERROR_WANT_WRITE) {
-		want(r, a, EPOLLOUT);
-	} else {
-		if (!r->tls_why[0]) /* the first says why; the count says how often */
-			mqc_tls_failure(a->ssl, r->tls_why, sizeof r->tls_why);
-		fleet_failed(r, a, R_TLS);
+	if (connect(fd, (struct sockaddr *)&r->addr, r->addrlen) != 0 && errno != EINPROGRESS) {
+		int e = errno;
+		close(fd);
+		return -e;
 	}
-}
-
-static uint64_t identity_slot(const struct fleet *r, uint64_t k)
-{
-	return (k - r->first) % r->count;
-}
-
-/* The TLS side of a new connection: SNI, host check, this client's certificate, its session. */
-static int tls_begin(struct fleet *r, struct attempt *a)
-{
-	const struct bench_opts *o = r->o;
-	a->ssl = SSL_new(r->ctx);
-	if (!a->ssl)
-		return -1;
-	SSL_set_fd(a->ssl, a->fd);
-	mqc_tls_set_sni(a->ssl, o->net.conn.url.host);
-	SSL_set1_host(a->ssl, o->net.conn.url.host);
-	char cert[4096], key[4096];
-	const char *c = NULL, *k = NULL;
-	if (r->ncerts) {
-		c = r->cert_files[a->k % r->ncerts];
-		size_t n = strlen(c);
-		snprintf(key, sizeof key, "%.*s.key", (int)(n - 4), c); /* NAME.crt -> NAME.key */
-		k = key;
-	} else if (o->net.conn.cert && bench_identity_varies(o->net.conn.cert)) {
-		c = identity(o->net.conn.cert, a->k, cert, sizeof cert);
-		k = identity(o->net.conn.key, a->k, key, sizeof key);
-	}
-	if (c
-	    && (!k || SSL_use_certificate_chain_file(a->ssl, c) != 1
-	        || SSL_use_PrivateKey_file(a->ssl, k, SSL_FILETYPE_PEM) != 1)) {
-		static bool said;
-		if (!said)
-			fprintf(stderr, "mqbench: client %llu: cannot use certificate %s with key %s\n",
-			    (unsigned long long)a->k, c, k ? k : "?");
-		said = true;
-		return -1;
-	}
-	if (r->sessions && r->sessions[identity_slot(r, a->k)])
-		SSL_set_session(a->ssl, r->sessions[identity_slot(r, a->k)]);
-	a->tls_t0 = mqc_now_ns();
-	a->tls_cpu = 0;
-	return 0;
+	return fd;
 }
 
 /* Start an attempt for client k now; its latency counts from a->intended. */
@@ -494,32 +346,17 @@ void fleet_start(struct fleet *r, struct attempt *a)
 	a->state = ST_TCP;
 	a->rxlen = 0;
 	arm(r, a, (a->lost_at ? now : a->intended) + r->o->connect_timeout_ns);
-	int fd = socket(r->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int fd = r->dial ? r->dial(r, a) : dial_tcp(r, a);
 	if (fd < 0) {
-		fleet_failed(r, a, errno == EMFILE || errno == ENFILE ? R_EMFILE : R_OTHER);
+		int e = -fd;
+		fleet_failed(r, a,
+		    e == EMFILE || e == ENFILE ? R_EMFILE
+		        : e == ECONNREFUSED    ? R_REFUSED
+		        : e == EADDRNOTAVAIL   ? R_EADDRNOTAVAIL
+		                               : R_OTHER);
 		return;
 	}
 	a->fd = fd;
-	int one = 1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	if (r->nsources) {
-		/* Let connect() pick the port per (source, destination): no early port exhaustion. */
-		setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
-		struct sockaddr_in src
-		    = { .sin_family = AF_INET, .sin_addr = r->sources[a->k % r->nsources] };
-		if (bind(fd, (struct sockaddr *)&src, sizeof src) != 0) {
-			fleet_failed(r, a, errno == EADDRNOTAVAIL ? R_EADDRNOTAVAIL : R_OTHER);
-			return;
-		}
-	}
-	if (connect(fd, (struct sockaddr *)&r->addr, r->addrlen) != 0 && errno != EINPROGRESS) {
-		int e = errno;
-		fleet_failed(r, a,
-		    e == ECONNREFUSED        ? R_REFUSED
-		        : e == EADDRNOTAVAIL ? R_EADDRNOTAVAIL
-		                             : R_OTHER);
-		return;
-	}
 	struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = a };
 	if (epoll_ctl(r->ep, EPOLL_CTL_ADD, fd, &ev) != 0)
 		fleet_failed(r, a, R_OTHER);
@@ -567,8 +404,38 @@ void fleet_consume(struct attempt *a, const struct mqc_packet *pk)
 	a->rxlen -= (unsigned)pk->size;
 }
 
+void fleet_await(struct fleet *r, struct attempt *a)
+{
+	r->in_progress++; /* the cycle goes on: it counts against --concurrency until answered */
+	a->state = ST_AWAIT;
+}
+
+void fleet_answered(struct fleet *r, struct attempt *a, const struct mqc_packet *pk)
+{
+	fleet_consume(a, pk);
+	r->in_progress--;
+	a->state = ST_HELD;
+}
+
+void fleet_leave(struct fleet *r, struct attempt *a, uint64_t now)
+{
+	r->out.off = r->out.len = 0;
+	if (mqc_enc_disconnect(&r->out, r->o->net.conn.protocol, 0) == MQC_ENC_OK)
+		fleet_send_out(a, &r->out);
+	if (a->ssl)
+		SSL_shutdown(a->ssl); /* close_notify, as a device that leaves cleanly sends */
+	/* Read what is left (session tickets, properties) so that close sends FIN, not RST. */
+	unsigned char sink[256];
+	while ((a->ssl ? SSL_read(a->ssl, sink, sizeof sink) : recv(a->fd, sink, sizeof sink, 0)) > 0)
+		;
+	fleet_close(a);
+	mqc_hist_record(&r->cycle, now - a->intended);
+	r->cycles++;
+	a->state = r->plan.reuse_slots ? ST_WAITING : ST_CLOSED;
+}
+
 /* A held connection's next PINGREQ, at three quarters of its keep-alive. */
-static void schedule_ping(struct fleet *r, struct attempt *a, uint64_t now)
+void fleet_hold(struct fleet *r, struct attempt *a, uint64_t now)
 {
 	if (!a->keepalive_s)
 		return;
@@ -598,21 +465,9 @@ static void on_connack(
 	 * that stays silent past it is dropped (FlashMQ answers Keep Alive 0 with 5 s). */
 	a->keepalive_s = ack.has_server_keepalive ? ack.server_keepalive : r->o->keepalive_s;
 	fleet_consume(a, pk);
-	if (r->sessions && a->ssl) {
-		SSL_SESSION *s = SSL_get1_session(a->ssl);
-		uint64_t i = identity_slot(r, a->k);
-		if (s && SSL_SESSION_is_resumable(s)) {
-			SSL_SESSION_free(r->sessions[i]);
-			r->sessions[i] = s;
-		} else {
-			SSL_SESSION_free(s);
-		}
-	}
+	fleet_tls_keep_session(r, a);
 	connected(r, a, now);
-	if (r->churn)
-		fleet_churn_connected(r, a, now);
-	else if (a->state == ST_HELD)
-		schedule_ping(r, a, now);
+	r->ops->connected(r, a, now);
 }
 
 static void on_event(struct fleet *r, struct attempt *a, uint32_t events)
@@ -632,22 +487,22 @@ static void on_event(struct fleet *r, struct attempt *a, uint32_t events)
 			if (!a->lost_at) /* a reconnect's latency counts from its loss, at CONNACK */
 				mqc_hist_record(&r->tcp, now - a->intended);
 			if (r->ctx) {
-				if (tls_begin(r, a) != 0) {
+				if (fleet_tls_begin(r, a) != 0) {
 					fleet_failed(r, a, R_TLS);
 					return;
 				}
 				a->state = ST_TLS;
-				tls_step(r, a);
+				tls_drive(r, a);
 			} else {
 				send_connect(r, a);
 			}
 			return;
 		}
 		case ST_TLS:
-			tls_step(r, a);
+			tls_drive(r, a);
 			return;
 		case ST_CONNACK:
-		case ST_SUBACK: {
+		case ST_AWAIT: {
 			struct mqc_packet pk;
 			int rc = read_packet(a, &pk, &closed);
 			if (rc < 0)
@@ -655,7 +510,7 @@ static void on_event(struct fleet *r, struct attempt *a, uint32_t events)
 			else if (rc > 0 && a->state == ST_CONNACK)
 				on_connack(r, a, &pk, now);
 			else if (rc > 0)
-				fleet_churn_suback(r, a, &pk, now);
+				r->ops->packet(r, a, &pk, now);
 			return;
 		}
 		case ST_HELD: {
@@ -692,7 +547,7 @@ static void run_timers(struct fleet *r, uint64_t now)
 			if (mqc_enc_pingreq(&r->out) != MQC_ENC_OK || fleet_send_out(a, &r->out) != 0)
 				lost(r, a, now);
 			else
-				schedule_ping(r, a, now);
+				fleet_hold(r, a, now);
 		}
 	}
 }
@@ -711,335 +566,6 @@ void fleet_turn(struct fleet *r, uint64_t wake)
 	run_timers(r, mqc_now_ns());
 }
 
-/* --- before the run
- * ------------------------------------------------------------------------------- */
-
-static int resolve(struct fleet *r)
-{
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res;
-	char port[16];
-	snprintf(port, sizeof port, "%d", r->o->net.conn.url.port);
-	int rc = getaddrinfo(r->o->net.conn.url.host, port, &hints, &res);
-	if (rc != 0) {
-		fprintf(
-		    stderr, "mqbench: cannot resolve %s: %s\n", r->o->net.conn.url.host, gai_strerror(rc));
-		return -1;
-	}
-	memcpy(&r->addr, res->ai_addr, res->ai_addrlen);
-	r->addrlen = res->ai_addrlen;
-	freeaddrinfo(res);
-	return 0;
-}
-
-int bench_parse_sources(const char *spec, struct in_addr **out, unsigned *count)
-{
-	char first[32], last[32];
-	const char *dash = strchr(spec, '-');
-	size_t n = dash ? (size_t)(dash - spec) : strlen(spec);
-	struct in_addr a, b;
-	if (n >= sizeof first || strlen(dash ? dash + 1 : spec) >= sizeof last)
-		goto bad;
-	memcpy(first, spec, n);
-	first[n] = '\0';
-	snprintf(last, sizeof last, "%s", dash ? dash + 1 : spec);
-	if (inet_pton(AF_INET, first, &a) != 1 || inet_pton(AF_INET, last, &b) != 1
-	    || ntohl(b.s_addr) < ntohl(a.s_addr) || ntohl(b.s_addr) - ntohl(a.s_addr) > 1023)
-		goto bad;
-	*count = ntohl(b.s_addr) - ntohl(a.s_addr) + 1;
-	if (out) {
-		*out = calloc(*count, sizeof **out);
-		if (!*out)
-			return -1;
-		for (unsigned i = 0; i < *count; i++)
-			(*out)[i].s_addr = htonl(ntohl(a.s_addr) + i);
-	}
-	return 0;
-bad:
-	fprintf(stderr,
-	    "mqbench: --source: expected A.B.C.D-E.F.G.H (at most 1024 addresses), got '%s'\n", spec);
-	return -1;
-}
-
-static int name_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-uint64_t bench_churn_time_wait(double rate, uint64_t duration_ns)
-{
-	double seconds = (double)duration_ns / 1e9;
-	return (uint64_t)(rate * (seconds < 60 ? seconds : 60));
-}
-
-/* --cert-dir: every NAME.crt with a NAME.key beside it, sorted by name. */
-static int load_cert_dir(struct fleet *r)
-{
-	const char *dir = r->o->cert_dir;
-	DIR *d = opendir(dir);
-	if (!d) {
-		fprintf(stderr, "mqbench: --cert-dir %s: %s\n", dir, strerror(errno));
-		return -1;
-	}
-	struct dirent *e;
-	unsigned cap = 0;
-	int rc = 0;
-	while ((e = readdir(d)) && rc == 0) {
-		size_t n = strlen(e->d_name);
-		if (n < 5 || strcmp(e->d_name + n - 4, ".crt") != 0)
-			continue;
-		char key[4096];
-		snprintf(key, sizeof key, "%s/%.*s.key", dir, (int)(n - 4), e->d_name);
-		if (access(key, R_OK) != 0)
-			continue;
-		if (r->ncerts == cap) {
-			cap = cap ? 2 * cap : 64;
-			char **grown = realloc(r->cert_files, cap * sizeof *grown);
-			if (!grown) {
-				rc = -1;
-				break;
-			}
-			r->cert_files = grown;
-		}
-		if (asprintf(&r->cert_files[r->ncerts], "%s/%s", dir, e->d_name) < 0)
-			rc = -1;
-		else
-			r->ncerts++;
-	}
-	closedir(d);
-	if (rc == 0 && r->ncerts == 0) {
-		fprintf(stderr, "mqbench: --cert-dir %s: no NAME.crt with a NAME.key beside it\n", dir);
-		return -1;
-	}
-	if (rc == 0)
-		qsort(r->cert_files, r->ncerts, sizeof *r->cert_files, name_cmp);
-	return rc;
-}
-
-int bench_preflight(const struct bench_opts *o, uint64_t connections, uint64_t time_wait,
-    unsigned processes, unsigned nsources)
-{
-	int rc = 0;
-	uint64_t per_process = (connections + processes - 1) / processes;
-	struct rlimit rl;
-	getrlimit(RLIMIT_NOFILE, &rl);
-	if (per_process + 32 > rl.rlim_cur) {
-		fprintf(stderr,
-		    "mqbench: %llu connections in %u process%s need %llu file descriptors each; the limit "
-		    "here is %llu (ulimit -n): use --processes %llu or more\n",
-		    (unsigned long long)connections, processes, processes == 1 ? "" : "es",
-		    (unsigned long long)per_process + 32, (unsigned long long)rl.rlim_cur,
-		    (unsigned long long)((connections + rl.rlim_cur - 33)
-		        / (rl.rlim_cur > 32 ? rl.rlim_cur - 32 : 1)));
-		rc = -1;
-	}
-	unsigned lo = 32768, hi = 60999;
-	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-	if (f) {
-		if (fscanf(f, "%u %u", &lo, &hi) != 2)
-			lo = 32768, hi = 60999;
-		fclose(f);
-	}
-	uint64_t ports = (uint64_t)(hi - lo + 1) * (nsources ? nsources : 1);
-	unsigned long tw = 0;
-	f = fopen("/proc/net/sockstat", "r");
-	if (f) {
-		char line[256];
-		while (fgets(line, sizeof line, f))
-			if (sscanf(line, "TCP: inuse %*u orphan %*u tw %lu", &tw) == 1)
-				break;
-		fclose(f);
-	}
-	if (connections > ports) {
-		fprintf(stderr,
-		    "mqbench: %llu connections to one address need more than the %llu local ports "
-		    "available (%u-%u x %u source addresses); add --source addresses\n",
-		    (unsigned long long)connections, (unsigned long long)ports, lo, hi,
-		    nsources ? nsources : 1);
-		rc = -1;
-	} else if (time_wait && connections + time_wait + tw > ports) {
-		/* Churn: the client closes first, so each cycle's port waits 60 s in TIME_WAIT. */
-		fprintf(stderr,
-		    "mqbench: warning: churn leaves each closed connection's port in TIME_WAIT for 60 s: "
-		    "about %llu at once here (and %lu now), more than the %llu local ports (%u-%u x %u "
-		    "source addresses); past them connects fail with eaddrnotavail unless the kernel "
-		    "reuses them (net.ipv4.tcp_tw_reuse: loopback only by default); add --source "
-		    "addresses\n",
-		    (unsigned long long)time_wait, tw, (unsigned long long)ports, lo, hi,
-		    nsources ? nsources : 1);
-	} else if (connections + tw > ports) {
-		fprintf(stderr,
-		    "mqbench: warning: %lu sockets in TIME_WAIT and %llu new connections may exhaust "
-		    "%llu local ports; wait a minute or add --source addresses\n",
-		    tw, (unsigned long long)connections, (unsigned long long)ports);
-	}
-	/* The broker's own limit: a broker started from a wrapper as root may get 1,024 files, and
-	 * then every connection past it looks like a slow broker (timeouts), not a limit. */
-	unsigned long long broker_files;
-	unsigned long open_now;
-	if (o->broker_pid && bench_proc_files(o->broker_pid, &broker_files, &open_now)
-	    && connections + open_now > broker_files)
-		fprintf(stderr,
-		    "mqbench: warning: the broker (pid %d) may open %llu files and has %lu open: %llu "
-		    "more connections pass its limit, and those past it will time out or be closed "
-		    "(raise the broker's LimitNOFILE / ulimit -n)\n",
-		    (int)o->broker_pid, broker_files, open_now, (unsigned long long)connections);
-	return rc;
-}
-
-static SSL_CTX *make_ctx(const struct bench_opts *o)
-{
-	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-	bool shared_cert = o->net.conn.cert && !bench_identity_varies(o->net.conn.cert);
-	if (!ctx || SSL_CTX_load_verify_locations(ctx, o->net.conn.cafile, NULL) != 1
-	    || (shared_cert
-	        && (SSL_CTX_use_certificate_chain_file(ctx, o->net.conn.cert) != 1
-	            || SSL_CTX_use_PrivateKey_file(ctx, o->net.conn.key, SSL_FILETYPE_PEM) != 1))) {
-		char buf[256];
-		ERR_error_string_n(ERR_get_error(), buf, sizeof buf);
-		fprintf(stderr, "mqbench: TLS setup failed: %s (check --cafile, --cert, --key)\n", buf);
-		SSL_CTX_free(ctx);
-		return NULL;
-	}
-	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL); /* plus SSL_set1_host per connection */
-	if (o->tls_resume) /* sessions are kept per client (SSL_get1_session), not by OpenSSL */
-		SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL);
-	return ctx;
-}
-
-/* --- the broker's and our own usage -------------------------------------------------------------
- */
-
-static bool broker_now(const struct bench_opts *o, double *cpu, double *rss)
-{
-	if (o->broker_pid)
-		return bench_proc_read(o->broker_pid, cpu, rss);
-	if (!o->metrics_url)
-		return false;
-	struct probe_sample p;
-	bench_probe_read(o->metrics_url, &p);
-	*cpu = p.cpu_seconds;
-	*rss = p.resident_bytes;
-	return p.ok;
-}
-
-void fleet_sample(const struct bench_opts *o, struct broker_usage *u)
-{
-	double cpu, rss, t = (double)mqc_now_ns() / 1e9;
-	if (!broker_now(o, &cpu, &rss))
-		return;
-	if (!u->ok) {
-		*u = (struct broker_usage) { .ok = true,
-			.cpu0 = cpu,
-			.rss0 = rss,
-			.cpu_last = cpu,
-			.t_last = t,
-			.t0 = t,
-			.rss_max = rss };
-		return;
-	}
-	if (cpu < u->cpu_last) { /* restarted: a new process's counters */
-		u->cpu_last = cpu;
-		u->restarted = true;
-	}
-	if (t - u->t_last >= 0.2) {
-		double pct = (cpu - u->cpu_last) / (t - u->t_last) * 100;
-		if (pct > u->peak_pct)
-			u->peak_pct = pct;
-		u->cpu_last = cpu;
-		u->t_last = t;
-	}
-	if (rss > u->rss_max)
-		u->rss_max = rss;
-}
-
-static void *sampler_main(void *arg)
-{
-	struct fleet_sampler *s = arg;
-	pthread_mutex_lock(&s->mu);
-	while (!s->stop) {
-		pthread_mutex_unlock(&s->mu);
-		fleet_sample(s->o, s->u);
-		pthread_mutex_lock(&s->mu);
-		uint64_t until = mqc_now_ns() + s->period_ns;
-		struct timespec ts
-		    = { .tv_sec = (time_t)(until / MQC_NS_PER_S), .tv_nsec = (long)(until % MQC_NS_PER_S) };
-		while (!s->stop && pthread_cond_timedwait(&s->cv, &s->mu, &ts) == 0)
-			;
-	}
-	pthread_mutex_unlock(&s->mu);
-	return NULL;
-}
-
-static void sampler_start(struct fleet_sampler *s)
-{
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* mqc_now_ns's clock */
-	pthread_mutex_init(&s->mu, NULL);
-	pthread_cond_init(&s->cv, &ca);
-	pthread_condattr_destroy(&ca);
-	s->stop = false;
-	s->running = start_quiet_thread(&s->thread, sampler_main, s);
-	if (!s->running) {
-		fprintf(stderr,
-		    "mqbench: warning: no thread to sample the broker: its peak CPU and "
-		    "memory are from the run's start and end only\n");
-		pthread_cond_destroy(&s->cv);
-		pthread_mutex_destroy(&s->mu);
-	}
-}
-
-/* Stop and join the sampler's thread; a read in flight ends first (at most the probe's
- * timeout). */
-static void sampler_stop(struct fleet_sampler *s)
-{
-	if (!s->running)
-		return;
-	pthread_mutex_lock(&s->mu);
-	s->stop = true;
-	pthread_cond_signal(&s->cv);
-	pthread_mutex_unlock(&s->mu);
-	pthread_join(s->thread, NULL);
-	pthread_cond_destroy(&s->cv);
-	pthread_mutex_destroy(&s->mu);
-	s->running = false;
-}
-
-void fleet_start_sampling(struct fleet *r, struct broker_usage *u, uint64_t period)
-{
-	r->sampler = (struct fleet_sampler) { .o = r->o, .u = u, .period_ns = period };
-	if (r->o->broker_pid || r->o->metrics_url)
-		sampler_start(&r->sampler);
-}
-
-void fleet_stop_sampling(struct fleet *r)
-{
-	sampler_stop(&r->sampler);
-	if (r->sampler.u)
-		fleet_sample(r->o, r->sampler.u);
-	r->sampler.u = NULL;
-}
-
-/* This process's open descriptors and VmRSS (churn's no-growth check). */
-void fleet_self_usage(unsigned *fds, double *rss)
-{
-	*fds = 0;
-	DIR *d = opendir("/proc/self/fd");
-	if (d) {
-		struct dirent *e;
-		while ((e = readdir(d)))
-			*fds += e->d_name[0] != '.';
-		closedir(d);
-		(*fds)--; /* the directory's own descriptor */
-	}
-	double cpu;
-	if (!bench_proc_read(getpid(), &cpu, rss))
-		*rss = -1;
-}
-
-/* --- the run
- * -------------------------------------------------------------------------------------- */
-
 void fleet_free(struct fleet *r)
 {
 	for (unsigned i = 0; r->a && i < r->nslots; i++)
@@ -1047,7 +573,6 @@ void fleet_free(struct fleet *r)
 	free(r->a);
 	mqc_buf_free(&r->out);
 	free(r->sources);
-	free(r->churn_topic);
 	for (uint64_t i = 0; r->sessions && i < r->count; i++)
 		SSL_SESSION_free(r->sessions[i]);
 	free(r->sessions);
@@ -1056,7 +581,8 @@ void fleet_free(struct fleet *r)
 	free(r->cert_files);
 	SSL_CTX_free(r->ctx);
 	mqc_heap_free(&r->timers);
-	sampler_stop(&r->sampler); /* running only after an early return: nobody reads the usage */
+	fleet_sampler_stop(
+	    &r->sampler); /* running only after an early return: nobody reads the usage */
 	fleet_storm_probes_wait(r);
 	struct mqc_hist *h[] = { &r->tcp, &r->connack, &r->cycle, &r->tls_full, &r->tls_resumed };
 	for (size_t i = 0; i < sizeof h / sizeof h[0]; i++)
@@ -1075,13 +601,13 @@ int fleet_setup(struct fleet *r)
 {
 	const struct bench_opts *o = r->o;
 	bench_shard_range(o->clients, o->shard, o->shards, &r->first, &r->count);
-	r->rate = (r->churn ? o->rate : o->connrate) / o->shards;
+	r->rate = r->plan.rate / o->shards;
 	if (r->count == 0) {
 		fprintf(stderr, "mqbench: shard %u/%u has no clients (--clients %u)\n", o->shard, o->shards,
 		    o->clients);
 		return -1;
 	}
-	if (resolve(r) != 0)
+	if (fleet_resolve(r) != 0)
 		return -1;
 	if (o->sources && bench_parse_sources(o->sources, &r->sources, &r->nsources) != 0)
 		return -1;
@@ -1090,28 +616,25 @@ int fleet_setup(struct fleet *r)
 		return -1;
 	}
 	if (!o->processes_worker
-	    && bench_preflight(o, r->churn ? o->concurrency : r->count,
-	           r->churn ? bench_churn_time_wait(o->rate / o->shards, o->duration_ns) : 0, 1,
-	           r->nsources)
+	    && bench_preflight(
+	           o, r->plan.slots ? r->plan.slots : r->count, r->plan.time_wait, 1, r->nsources)
 	        != 0)
 		return -1;
-	if (o->net.conn.url.tls && !(r->ctx = make_ctx(o)))
+	if (o->net.conn.url.tls && !(r->ctx = fleet_tls_ctx(o)))
 		return -1;
-	if (o->cert_dir && load_cert_dir(r) != 0)
+	if (o->cert_dir && fleet_tls_load_cert_dir(r) != 0)
 		return -1;
-	r->nslots = r->churn ? o->concurrency : (unsigned)r->count;
+	r->nslots = r->plan.slots ? r->plan.slots : (unsigned)r->count;
 	r->a = calloc(r->nslots, sizeof *r->a);
 	if (o->tls_resume)
 		r->sessions = calloc(r->count, sizeof(SSL_SESSION *));
 	r->ep = epoll_create1(EPOLL_CLOEXEC);
 	r->rng = o->seed * 0x9E3779B97F4A7C15ULL + 1;
-	if (r->churn && asprintf(&r->churn_topic, "%s/%s/churn", o->prefix, o->token) < 0)
-		r->churn_topic = NULL;
 	struct mqc_hist *h[] = { &r->tcp, &r->connack, &r->cycle, &r->tls_full, &r->tls_resumed };
 	bool hists_ok = true;
 	for (size_t i = 0; i < sizeof h / sizeof h[0]; i++)
 		hists_ok &= mqc_hist_init(h[i], 10) == 0;
-	if (!r->a || (o->tls_resume && !r->sessions) || (r->churn && !r->churn_topic) || !hists_ok
+	if (!r->a || (o->tls_resume && !r->sessions) || !hists_ok
 	    || mqc_heap_reserve(&r->timers, r->nslots + 16) != 0) {
 		fprintf(stderr, "mqbench: out of memory\n");
 		return -1;
@@ -1123,149 +646,6 @@ int fleet_setup(struct fleet *r)
 	for (unsigned i = 0; i < r->nslots; i++)
 		r->a[i].fd = -1;
 	return 0;
-}
-
-void fleet_add_reasons(cJSON *obj, const uint64_t *reasons)
-{
-	for (int i = 0; i < R_COUNT; i++)
-		cJSON_AddNumberToObject(obj, fleet_reason_names[i], (double)reasons[i]);
-}
-
-void fleet_print_reasons(FILE *out, const uint64_t *reasons)
-{
-	for (int i = 0; i < R_COUNT; i++)
-		if (reasons[i])
-			fprintf(out, " %s %llu", fleet_reason_names[i], (unsigned long long)reasons[i]);
-}
-
-/* The TLS handshakes, full and resumed side by side: time and the client's CPU each. */
-void fleet_print_tls(const struct fleet *r)
-{
-	if (!r->ctx)
-		return;
-	const struct {
-		const char *name;
-		const struct mqc_hist *h;
-		uint64_t cpu;
-	} kinds[] = { { "full", &r->tls_full, r->tls_full_cpu },
-		{ "resumed", &r->tls_resumed, r->tls_resumed_cpu } };
-	for (int i = 0; i < 2; i++) {
-		char p50[24], p99[24];
-		if (!kinds[i].h->count) {
-			printf("tls handshakes %-7s 0%s\n", kinds[i].name,
-			    i && r->o->tls_resume ? " (the broker resumed none)" : "");
-			continue;
-		}
-		printf("tls handshakes %-7s %llu   p50 %s p99 %s   client CPU %.0fus each\n", kinds[i].name,
-		    (unsigned long long)kinds[i].h->count,
-		    bench_fmt_ns(mqc_hist_percentile(kinds[i].h, 50), p50, 24),
-		    bench_fmt_ns(mqc_hist_percentile(kinds[i].h, 99), p99, 24),
-		    (double)kinds[i].cpu / 1e3 / (double)kinds[i].h->count);
-	}
-}
-
-void fleet_add_tls_json(cJSON *root, const struct fleet *r)
-{
-	if (!r->ctx)
-		return;
-	cJSON *t = cJSON_AddObjectToObject(root, "tls_handshakes");
-	cJSON_AddNumberToObject(t, "full", (double)r->tls_full.count);
-	cJSON_AddNumberToObject(t, "resumed", (double)r->tls_resumed.count);
-	cJSON_AddNumberToObject(t, "full_client_cpu_ns", (double)r->tls_full_cpu);
-	cJSON_AddNumberToObject(t, "resumed_client_cpu_ns", (double)r->tls_resumed_cpu);
-}
-
-void fleet_connack_failures_text(const struct fleet *r)
-{
-	bool v311 = r->o->net.conn.protocol != 5;
-	for (int c = 1; c < 256; c++)
-		if (r->connack_codes[c])
-			printf(v311 ? " (CONNACK return code %d, %s: %llu)"
-			            : " (CONNACK reason code 0x%02X, %s: %llu)",
-			    c, mqc_connack_text((unsigned)c, v311), (unsigned long long)r->connack_codes[c]);
-	for (int c = 1; c < 256; c++)
-		if (r->connack311_codes[c])
-			printf(" (a 3.1.1 CONNACK, return code %d, %s: %llu)", c,
-			    mqc_connack_text((unsigned)c, true), (unsigned long long)r->connack311_codes[c]);
-}
-
-void fleet_print_failures(const struct fleet *r)
-{
-	if (!r->failed)
-		return;
-	printf("failures:");
-	fleet_print_reasons(stdout, r->reasons);
-	fleet_connack_failures_text(r);
-	printf("\n");
-}
-
-void fleet_add_connack_refusals(cJSON *root, const struct fleet *r)
-{
-	cJSON *refusals = cJSON_AddObjectToObject(root, "connack_refusals");
-	for (int code = 1; code < 256; code++)
-		if (r->connack_codes[code]) {
-			char key[8];
-			snprintf(key, sizeof key, "%d", code);
-			cJSON *one = cJSON_AddObjectToObject(refusals, key);
-			cJSON_AddStringToObject(
-			    one, "reason", mqc_connack_text((unsigned)code, r->o->net.conn.protocol != 5));
-			cJSON_AddNumberToObject(one, "count", (double)r->connack_codes[code]);
-		}
-}
-
-/* Closed before CONNACK, or a 3.1.1 answer to a v5 CONNECT: find out which, once, while the held
- * connections still hold what they hold (a broker at its connection limit is still at it). */
-void fleet_explain(const struct fleet *r, char *why, size_t len)
-{
-	why[0] = '\0';
-	bool v311_answer = false;
-	for (int c = 1; c < 256; c++)
-		v311_answer |= r->connack311_codes[c] > 0;
-	char sent[160];
-	char v5[80] = "";
-	if (r->o->net.conn.protocol == 5)
-		snprintf(
-		    v5, sizeof v5, ", Maximum Packet Size %u, Topic Alias Maximum 0", (unsigned)RX_CAP);
-	snprintf(sent, sizeof sent, "mqbench's: clean start, Keep Alive %u s%s",
-	    (unsigned)r->o->keepalive_s, v5);
-	if (r->reasons[R_CLOSED] || v311_answer)
-		mqc_client_explain_connect_failure(&r->o->net.conn, r->o->net.conn.protocol,
-		    v311_answer ? 0x84 : -1, "--protocol 3.1.1", sent, why, len);
-	else if (r->reasons[R_TLS] && r->tls_why[0])
-		snprintf(why, len, "the first TLS failure: %s", r->tls_why);
-}
-
-int fleet_finish_status(const struct fleet *r, const char *why, uint64_t scheduled)
-{
-	int rc = 0;
-	if (fleet_interrupted) {
-		fprintf(stderr, "mqbench: interrupted\n");
-		rc = 1;
-	} else if (r->failed) {
-		fprintf(stderr, "mqbench: %llu of %llu connections failed:", (unsigned long long)r->failed,
-		    (unsigned long long)scheduled);
-		fleet_print_reasons(stderr, r->reasons);
-		fprintf(stderr, "\n");
-		if (why[0])
-			fprintf(stderr, "mqbench: %s\n", why);
-		rc = 1;
-	}
-	for (unsigned i = 0; i < r->nstorms; i++)
-		if (!r->storms[i]->over) {
-			fprintf(stderr,
-			    "mqbench: storm %u: %u of %u connections not back by the end of the run\n", i + 1,
-			    r->storms[i]->lost - r->storms[i]->back, r->storms[i]->lost);
-			rc = 1;
-		}
-	return rc;
-}
-
-void fleet_add_probe_json(cJSON *root, const struct probe_sample *p0, const struct probe_sample *p1)
-{
-	cJSON *pr = cJSON_AddObjectToObject(root, "probe");
-	if (p1->has_connects)
-		cJSON_AddNumberToObject(pr, "connects", p1->connects - p0->connects);
-	cJSON_AddNumberToObject(pr, "disconnects", p1->disconnects - p0->disconnects);
 }
 
 int fleet_begin(struct fleet *r, struct probe_sample *p0, struct broker_usage *u)

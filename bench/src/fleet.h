@@ -1,8 +1,20 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * fleet.h - the engine under `connect` and `churn` (fleet.c): raw non-blocking connections on a
- * schedule, each an attempt with a state, one epoll loop and one timer heap, reconnect storms,
- * TLS (full and resumed handshakes kept apart) and the counts a run reports. Internal to mqbench.
+ * fleet.h - the engine under `connect` and `churn`: raw non-blocking connections on a schedule,
+ * each an attempt with a state, one epoll loop and one timer heap, reconnect storms, TLS (full
+ * and resumed handshakes kept apart) and the counts a run reports. Internal to mqbench.
+ *
+ * The engine knows no scenario. A scenario (connect.c, churn.c) gives it a plan (the rate, the
+ * slots, whether a slot is reused) and an ops table, as nng's protocols give theirs: what to do
+ * once a CONNACK accepted an attempt, and with the packets of an attempt it awaits an answer on.
+ * Its files, each calling only into the ones above it in this list:
+ *
+ *   fleet_identity.c   client k's identity and CONNECT
+ *   fleet_preflight.c  before a run: the broker's address, source addresses, the limits
+ *   fleet_usage.c      the broker's CPU and memory sampled on a thread, and mqbench's own
+ *   fleet_report.c     failures by reason, CONNACK refusals in words, the exit status
+ *   fleet_tls.c        TLS contexts, handshakes (full and resumed apart), --cert-dir
+ *   fleet.c            the engine: attempts, the loop, timers, storms
  */
 #ifndef FLEET_H
 #define FLEET_H
@@ -30,7 +42,7 @@ enum state {
 	ST_TCP,
 	ST_TLS,
 	ST_CONNACK,
-	ST_SUBACK, /* churn --action subscribe: waiting for the SUBACK */
+	ST_AWAIT, /* connected; the scenario awaits the broker's answer (churn: a SUBACK) */
 	ST_HELD,
 	ST_BACKOFF, /* --reconnect: lost, waiting for the next attempt */
 	ST_FAILED,
@@ -45,7 +57,7 @@ enum reason {
 	R_TLS,
 	R_DROPPED,
 	R_CLOSED, /* closed before any CONNACK (said after the run what a 3.1.1 CONNECT met) */
-	R_SUBACK, /* churn: the subscription was refused */
+	R_SUBACK, /* a subscription the broker refused (its SUBACK) */
 	R_OTHER,
 	R_COUNT
 };
@@ -66,6 +78,7 @@ struct attempt {
 	unsigned storm;       /* the storm it was last lost in (1-based; 0: none) */
 	uint16_t keepalive_s; /* held: PINGREQ every three quarters of it (the broker's Server Keep
 	                         Alive when its CONNACK gave one); 0: none */
+	unsigned step;        /* the scenario's own state of this attempt (0 at its start) */
 	SSL *ssl;
 	unsigned rxlen;
 	unsigned char rx[RX_CAP];
@@ -113,9 +126,35 @@ struct fleet_sampler {
 	bool stop, running;
 };
 
+struct fleet;
+
+/* What a scenario does with the engine's attempts (its private state: fleet.scenario and
+ * attempt.step). Called on the loop's thread. */
+struct fleet_ops {
+	/* CONNACK accepted the attempt (ST_HELD): hold it (fleet_hold), or go on: send something and
+	 * fleet_await the answer, or fleet_leave. */
+	void (*connected)(struct fleet *r, struct attempt *a, uint64_t now);
+	/* A packet on an attempt in ST_AWAIT (pk stays in a->rx until fleet_answered or the
+	 * attempt ends). */
+	void (*packet)(struct fleet *r, struct attempt *a, const struct mqc_packet *pk, uint64_t now);
+};
+
+/* What a scenario asks of the engine, set before fleet_begin. */
+struct fleet_plan {
+	double rate;        /* attempts per second, all shards together */
+	unsigned slots;     /* attempts at once (0: one per client of the shard) */
+	uint64_t time_wait; /* ports this process leaves in TIME_WAIT (preflight's arithmetic) */
+	bool reuse_slots;   /* a failed or finished attempt frees its slot (ST_WAITING) */
+};
+
 struct fleet {
 	const struct bench_opts *o;
-	bool churn;
+	const struct fleet_ops *ops;
+	void *scenario; /* the scenario's own state */
+	struct fleet_plan plan;
+	/* How an attempt's connection is made: NULL, TCP to addr (from --source); a test gives a
+	 * socketpair's end. Returns the descriptor (non-blocking), or -errno. */
+	int (*dial)(struct fleet *r, struct attempt *a);
 	int ep;
 	struct attempt *a; /* connect: a client each; churn: --concurrency slots */
 	unsigned nslots;
@@ -147,7 +186,6 @@ struct fleet {
 	size_t nseconds;
 	uint64_t rng;
 	struct mqc_buf out; /* the packet being sent (mqc_codec.h), encoded here each time */
-	char *churn_topic;  /* --action publish/subscribe: PREFIX/TOKEN/churn */
 	struct fleet_sampler sampler;
 };
 
@@ -173,22 +211,39 @@ int fleet_send_out(struct attempt *a, const struct mqc_buf *out);
 void fleet_start(struct fleet *r, struct attempt *a);
 /** Drop pk, the packet at the front of a->rx, once handled. */
 void fleet_consume(struct attempt *a, const struct mqc_packet *pk);
+/** Keep a held connection: PINGREQ at three quarters of its keep-alive. */
+void fleet_hold(struct fleet *r, struct attempt *a, uint64_t now);
+/** The scenario waits for the broker's answer on a: it counts against --concurrency, and its
+ * deadline (the connect timeout) runs, until fleet_answered. */
+void fleet_await(struct fleet *r, struct attempt *a);
+/** The answer came (pk, consumed). */
+void fleet_answered(struct fleet *r, struct attempt *a, const struct mqc_packet *pk);
+/** End the attempt the way a device leaves: DISCONNECT, TLS close_notify, close; a cycle done
+ * (its time from a->intended is recorded). */
+void fleet_leave(struct fleet *r, struct attempt *a, uint64_t now);
 /** One turn of the loop: events until wake at most, then the timers that are due. */
 void fleet_turn(struct fleet *r, uint64_t wake);
+/* --- fleet_usage.c */
+
+/** A thread that takes no signals (SIGINT and SIGTERM stay with the loop's thread). */
+bool fleet_quiet_thread(pthread_t *t, void *(*fn)(void *), void *arg);
+/** Stop the sampler's thread, if it runs (a read in flight ends first). */
+void fleet_sampler_stop(struct fleet_sampler *s);
 /** Sample the broker's CPU and memory (--broker-pid, else the probe). */
 void fleet_sample(const struct bench_opts *o, struct broker_usage *u);
 /** This process's open descriptors and VmRSS. */
 void fleet_self_usage(unsigned *fds, double *rss);
+/* --- fleet.c */
+
 /** Everything a run holds, whatever of it was made. */
 void fleet_free(struct fleet *r);
 /** Resolve, parse sources, preflight, TLS, slots, timers. 0, or -1 after a message. */
 int fleet_setup(struct fleet *r);
+/* --- fleet_report.c */
+
 /** Failures by reason, into a JSON object / a line. */
 void fleet_add_reasons(cJSON *obj, const uint64_t *reasons);
 void fleet_print_reasons(FILE *out, const uint64_t *reasons);
-/** Full and resumed TLS handshakes side by side (text, JSON). */
-void fleet_print_tls(const struct fleet *r);
-void fleet_add_tls_json(cJSON *root, const struct fleet *r);
 /** CONNACK refusals by code, in words (text, JSON). */
 void fleet_connack_failures_text(const struct fleet *r);
 void fleet_add_connack_refusals(cJSON *root, const struct fleet *r);
@@ -201,6 +256,39 @@ int fleet_finish_status(const struct fleet *r, const char *why, uint64_t schedul
 /** The probe's connects (with observe_auth) and disconnects between p0 and p1, as "probe". */
 void fleet_add_probe_json(
     cJSON *root, const struct probe_sample *p0, const struct probe_sample *p1);
+/* --- fleet_tls.c */
+
+/** The TLS context of a run (its CA, a certificate all clients share); NULL after a message. */
+SSL_CTX *fleet_tls_ctx(const struct bench_opts *o);
+/** --cert-dir: every NAME.crt with a NAME.key beside it, sorted. 0, or -1 after a message. */
+int fleet_tls_load_cert_dir(struct fleet *r);
+/** The TLS side of a new connection: SNI, host check, this client's certificate and session. */
+int fleet_tls_begin(struct fleet *r, struct attempt *a);
+enum fleet_tls_step { FLEET_TLS_DONE, FLEET_TLS_WANT_READ, FLEET_TLS_WANT_WRITE, FLEET_TLS_FAILED };
+/** One step of the handshake; when done, its time and CPU are recorded, full or resumed. */
+enum fleet_tls_step fleet_tls_step(struct fleet *r, struct attempt *a);
+/** Keep the session of a connected client for its next connection (--tls-resume). */
+void fleet_tls_keep_session(struct fleet *r, struct attempt *a);
+/** Full and resumed TLS handshakes side by side (text, JSON). */
+void fleet_print_tls(const struct fleet *r);
+void fleet_add_tls_json(cJSON *root, const struct fleet *r);
+
+/* --- fleet_identity.c */
+
+/** Template tpl for client k, into buf; NULL when there is no template or it does not fit. */
+const char *fleet_identity(const char *tpl, uint64_t k, char *buf, size_t cap);
+/** Client k's CONNECT into out (out emptied first). 0, or -1 when it cannot be made. */
+int fleet_build_connect(const struct bench_opts *o, uint64_t k, struct mqc_buf *out);
+/** Client k's place among the shard's identities (its TLS session's slot). */
+uint64_t fleet_identity_slot(const struct fleet *r, uint64_t k);
+
+/* --- fleet_preflight.c */
+
+/** The broker's address into r->addr. 0, or -1 after a message. */
+int fleet_resolve(struct fleet *r);
+
+/* --- fleet.c: the run */
+
 /** fleet_setup, signals, the probe's and the broker's state before the run; t0 is set after
  * the reads. 0, or -1 (freed). */
 int fleet_begin(struct fleet *r, struct probe_sample *p0, struct broker_usage *u);
@@ -208,10 +296,5 @@ int fleet_begin(struct fleet *r, struct probe_sample *p0, struct broker_usage *u
 void fleet_start_sampling(struct fleet *r, struct broker_usage *u, uint64_t period);
 /** Stop the sampling thread (waiting for a read in flight) and take one last sample. */
 void fleet_stop_sampling(struct fleet *r);
-
-/* churn.c: what a churn cycle does after CONNACK, and with the SUBACK of --action subscribe. */
-void fleet_churn_connected(struct fleet *r, struct attempt *a, uint64_t now);
-void fleet_churn_suback(
-    struct fleet *r, struct attempt *a, const struct mqc_packet *pk, uint64_t now);
 
 #endif

@@ -121,9 +121,6 @@ int probe_events__message(int event, void *event_data, void *userdata)
 	return MOSQ_ERR_SUCCESS; /* anything else would drop the message or kick the publisher */
 }
 
-const char *const probe_reason_names[PROBE_REASONS]
-    = { "normal", "closed", "keepalive", "protocol", "auth", "taken_over", "admin", "other" };
-
 /* mosquitto 2.1's codes (include/mosquitto/defs.h there). The 2.0 headers this is built with
  * number some of them differently (ADMINISTRATIVE_ACTION is 30 there), so they are spelled out. */
 enum {

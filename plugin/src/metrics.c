@@ -2,7 +2,6 @@
 /*
  * metrics.c - the probe's counters and their two renderings (Prometheus text and JSON).
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,42 +43,8 @@ void probe_metrics__observe_hold(struct probe_metrics *m, uint64_t ns)
 	probe_add(&m->hold_sum_ns, ns);
 }
 
-void probe_buf__printf(struct probe_buf *b, const char *fmt, ...)
-{
-	if (b->failed)
-		return;
-	for (;;) {
-		va_list ap;
-		va_start(ap, fmt);
-		int n
-		    = vsnprintf(b->data ? b->data + b->len : NULL, b->data ? b->cap - b->len : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->failed = true;
-			return;
-		}
-		if (b->data && b->len + (size_t)n < b->cap) {
-			b->len += (size_t)n;
-			return;
-		}
-		size_t cap = b->cap ? b->cap * 2 : 4096;
-		while (cap < b->len + (size_t)n + 1)
-			cap *= 2;
-		char *grown = realloc(b->data, cap);
-		if (!grown) {
-			b->failed = true;
-			return;
-		}
-		b->data = grown;
-		b->cap = cap;
-	}
-}
-
-void probe_buf__free(struct probe_buf *b)
-{
-	free(b->data);
-	*b = (struct probe_buf) { 0 };
-}
+const char *const probe_reason_names[PROBE_REASONS]
+    = { "normal", "closed", "keepalive", "protocol", "auth", "taken_over", "admin", "other" };
 
 /* --- Prometheus ------------------------------------------------------------------------- */
 
