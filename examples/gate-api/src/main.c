@@ -68,7 +68,10 @@ static const struct mqc_cli_opt options[] = {
 	    "closed (default 10s)",
 	    0 },
 	{ "max-per-address", O_MAX_PER_ADDRESS, "N",
-	    "HTTP connections from one client address, all workers together\n(default 64)", 0 },
+	    "HTTP connections from one client address, all workers together\n(default: no limit "
+	    "but --max-connections: behind a proxy or a load\nbalancer every connection comes from "
+	    "one address; set it when\nclients reach the gateway directly)",
+	    0 },
 	{ "max-pending", O_MAX_PENDING, "N",
 	    "commands in flight before 503 pool_exhausted (default 256)", 0 },
 	{ "max-connections", O_MAX_CONNECTIONS, "N",
@@ -263,7 +266,7 @@ int main(int argc, char **argv)
 		.po = &po,
 		.listen = "127.0.0.1:8080",
 		.request_deadline_ns = 10 * MQC_NS_PER_S,
-		.per_address = 64,
+		.per_address = 0, /* --max-connections */
 		.drain_ns = 10 * MQC_NS_PER_S,
 		.max_connections = 10000 };
 	const struct mqc_cli cli = {
@@ -335,6 +338,8 @@ int main(int argc, char **argv)
 		st.max_connections = fit;
 	}
 	g.max_connections = (unsigned)st.max_connections;
+	if (!g.per_address || g.per_address > g.max_connections)
+		g.per_address = g.max_connections; /* no limit of its own */
 	if (parse_listen(st.listen, &g.listen) != 0) {
 		mqc_cli_bad(&cli, "--listen", st.listen, "IPV4:PORT, e.g. 127.0.0.1:8080 or :0");
 		return 2;

@@ -34,7 +34,8 @@ struct gate_config {
 	unsigned max_pending;         /* commands in flight, all workers together */
 	unsigned request_deadline_ms; /* headers and body in by then */
 	unsigned max_connections;     /* open HTTP connections, all workers together */
-	unsigned per_address;         /* connections from one client address, all workers together */
+	unsigned per_address; /* connections from one client address, all workers together (at most
+	                         max_connections: then no limit of its own) */
 	struct sockaddr_in listen;
 	/* The legacy model (MQTT 3.1.1, or asked for): the device answers on this template
 	 * (mqc_template.h) of the command topic; NULL: MQTT 5 request/response. */

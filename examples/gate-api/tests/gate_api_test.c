@@ -994,6 +994,61 @@ static void legacy_devices_over_311_on_both_routes(void **state)
 	tb_test_responder_stop(&dev);
 }
 
+/* Behind a reverse proxy or a load balancer every connection comes from one address, and a
+ * benchmark (wrk -c100) opens a hundred from one: at its defaults the gateway serves them all,
+ * kept alive, and refuses none. */
+static void a_hundred_connections_from_one_address_at_the_defaults(void **state)
+{
+	(void)state;
+	struct gate g = gate_start(NULL, NULL);
+	enum { N = 100 };
+	int fd[N];
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+		.sin_port = htons((uint16_t)g.port),
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	for (int i = 0; i < N; i++) {
+		fd[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		assert_true(fd[i] >= 0);
+		assert_int_equal(connect(fd[i], (struct sockaddr *)&sa, sizeof sa), 0);
+	}
+	static const char req[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+	for (int round = 0; round < 2; round++) { /* the same connections again: kept alive */
+		for (int i = 0; i < N; i++)
+			assert_int_equal(
+			    send(fd[i], req, sizeof req - 1, MSG_NOSIGNAL), (ssize_t)sizeof req - 1);
+		int ok = 0;
+		for (int i = 0; i < N; i++) {
+			char buf[1024] = "";
+			size_t got = 0;
+			uint64_t until = mqc_now_ns() + 10 * MQC_NS_PER_S;
+			while (!strstr(buf, "\"status\":\"ok\"}") && got < sizeof buf - 1
+			    && mqc_now_ns() < until) {
+				struct pollfd p = { .fd = fd[i], .events = POLLIN };
+				if (poll(&p, 1, 1000) <= 0)
+					continue;
+				ssize_t n = recv(fd[i], buf + got, sizeof buf - 1 - got, 0);
+				if (n <= 0)
+					break;
+				got += (size_t)n;
+				buf[got] = '\0';
+			}
+			ok += strncmp(buf, "HTTP/1.1 200 ", 13) == 0 && strstr(buf, "\"status\":\"ok\"}");
+		}
+		if (ok != N)
+			fail_msg("round %d: %d of %d connections from one address answered 200", round, ok, N);
+	}
+	for (int i = 0; i < N; i++)
+		close(fd[i]);
+	FILE *f = fopen(g.proc.log, "r");
+	assert_non_null(f);
+	char line[512];
+	while (fgets(line, sizeof line, f))
+		if (strstr(line, "refused a connection"))
+			fail_msg("at its defaults the gateway refused: %s", line);
+	fclose(f);
+	gate_stop(&g, 5000);
+}
+
 static void bad_options_are_refused_with_a_message(void **state)
 {
 	(void)state;
@@ -1050,6 +1105,7 @@ int main(void)
 		cmocka_unit_test(a_broker_that_refuses_the_gateway_stops_it_with_the_reason),
 		cmocka_unit_test(a_broker_that_refuses_later_is_502_broker_refused),
 		cmocka_unit_test(legacy_devices_over_311_on_both_routes),
+		cmocka_unit_test(a_hundred_connections_from_one_address_at_the_defaults),
 		cmocka_unit_test(bad_options_are_refused_with_a_message),
 	};
 	return TB_TEST_RUN(tests, NULL);
