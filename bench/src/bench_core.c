@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * bench_core.c - mqbench's measurement logic without sockets (bench_core.h): the payload header,
+ * the open-loop schedule, delivery accounting, identities and shards.
+ */
 #include "bench_core.h"
 
 #include <errno.h>

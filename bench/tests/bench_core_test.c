@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * bench_core_test.c - unit tests of mqbench's measurement logic (bench_core.h) on synthetic
+ * streams: the header, the schedule, accounting, identities, shards.
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * hist.c - the log-linear nanosecond histogram (mqc_hist.h): recording, merging, percentiles
+ * and its JSON form.
+ */
 #include "mqc_hist.h"
 
 #include <stdlib.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * http.c - the raw HTTP/1.0 client with a deadline on every call (mqc_http.h), for tests and
+ * for reading the probe.
+ */
 #include "mqc_http.h"
 
 #include <arpa/inet.h>

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * strutil.c - strict parsing of command-line values (mqc_strutil.h): whole strings or nothing.
+ */
 #include "mqc_strutil.h"
 
 #include <errno.h>

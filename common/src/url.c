@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * url.c - broker URLs (mqc_url.h): parsed, checked and formatted back.
+ */
 #include "mqc_url.h"
 
 #include <stdio.h>

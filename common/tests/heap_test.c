@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * heap_test.c - unit tests of the timer min-heap (mqc_heap.h).
+ */
 #define _DEFAULT_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>

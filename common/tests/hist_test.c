@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * hist_test.c - unit tests of the histogram (mqc_hist.h): its values, percentiles and merging.
+ */
 #define _DEFAULT_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>

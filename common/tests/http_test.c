@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * http_test.c - unit tests of the raw HTTP client (mqc_http.h) against a server of its own.
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * random_test.c - unit tests of random bytes and client ids (mqc_random.h).
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

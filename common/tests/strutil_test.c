@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * strutil_test.c - unit tests of the strict value parsers (mqc_strutil.h).
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * url_test.c - unit tests of broker URLs (mqc_url.h).
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

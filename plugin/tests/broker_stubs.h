@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * broker_stubs.h - what the probe's unit tests put in place of the broker's functions.
+ */
 #ifndef BROKER_STUBS_H
 #define BROKER_STUBS_H
 

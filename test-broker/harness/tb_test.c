@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * tb_test.c - the test harness (tb_test.h): one real broker per test executable, spawned
+ * programs, and skips that say why.
+ */
 #include "tb_test.h"
 
 #include <signal.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * responder_core.c - the device simulator's options and decisions, without sockets or threads
+ * (responder_core.h): what to answer, when, and how to misbehave on purpose.
+ */
 #include "responder_core.h"
 
 #include <stdio.h>

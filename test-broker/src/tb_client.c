@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * tb_client.c - the small synchronous MQTT client of the tests, on libmosquitto (tb_client.h):
+ * every call drives the connection until its answer or its deadline.
+ */
 #include "tb_client.h"
 
 #include <errno.h>
