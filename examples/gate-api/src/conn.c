@@ -83,22 +83,31 @@ void gate_log_limited(const char *fmt, ...)
 
 /* --- closing ------------------------------------------------------------------------------- */
 
+static void conn_free(struct conn *cn)
+{
+	free(cn->held);
+	free(cn);
+}
+
+/* A handle closed. The conn goes with its last one - unless a call still waits for its device
+ * and holds it: then with that call's completion (gate_conn_close once more). */
 static void conn_closed(uv_handle_t *h)
 {
 	struct conn *cn = h->data;
-	if (--cn->handles == 0) {
-		free(cn->held);
-		free(cn);
-	}
+	if (--cn->handles == 0 && !cn->call)
+		conn_free(cn);
 }
 
-/* Close cn now. A call still waiting for its device is cancelled and completes later (it holds
- * no pointer the close invalidates: the conn is freed only when its handles have closed, and a
- * completion finds call->client_gone). */
+/* Close cn now. A call still waiting for its device is cancelled (the server's client_gone) and
+ * completes later; the conn stays until then (conn_closed), and that completion, which finds the
+ * conn closing, ends the call and calls this again, which frees it. */
 void gate_conn_close(struct conn *cn)
 {
-	if (cn->closing)
+	if (cn->closing) {
+		if (cn->handles == 0 && !cn->call) /* the waiting call was the last to hold it */
+			conn_free(cn);
 		return;
+	}
 	cn->closing = true;
 	struct worker *w = cn->w;
 	if (cn->prev)
@@ -119,7 +128,9 @@ void gate_conn_close(struct conn *cn)
 		atomic_fetch_sub(&w->s->connections, 1);
 		cn->counted = false;
 	}
-	if (cn->call && cn->call->state != CALL_WAITING)
+	if (cn->call && cn->call->state == CALL_WAITING)
+		w->s->handlers->client_gone(cn); /* may complete it now (the naive route) */
+	else if (cn->call)
 		gate_end_call(cn);
 	uv_close((uv_handle_t *)&cn->timer, conn_closed);
 	uv_close((uv_handle_t *)&cn->tcp, conn_closed);
@@ -582,14 +593,12 @@ static bool address_admit(struct gate_server *s, uint32_t addr)
 	return ok;
 }
 
-void gate_conn_accept(uv_stream_t *listener, int status)
+/* A new connection of w's, its stream not yet set: in the worker's list, its two handles made. */
+static struct conn *conn_new(struct worker *w)
 {
-	struct worker *w = listener->data;
-	if (status < 0)
-		return;
 	struct conn *cn = calloc(1, sizeof *cn);
 	if (!cn)
-		return; /* out of memory: it waits in the backlog; the next accept may find memory */
+		return NULL;
 	cn->w = w;
 	uv_tcp_init(&w->loop, &cn->tcp);
 	uv_timer_init(&w->loop, &cn->timer);
@@ -599,21 +608,22 @@ void gate_conn_accept(uv_stream_t *listener, int status)
 	if (cn->next)
 		cn->next->prev = cn;
 	w->conns = cn;
-	if (uv_accept(listener, (uv_stream_t *)&cn->tcp) != 0) {
-		gate_conn_close(cn);
-		return;
-	}
+	return cn;
+}
+
+/* Admission, then reading: at most max_connections in all (the workers share them however the
+ * kernel spreads connections among their listening sockets), per_address from one address. A
+ * refused connection is closed at once rather than left unaccepted in the backlog. */
+static void conn_begin(struct conn *cn)
+{
 	struct sockaddr_storage peer;
 	int plen = sizeof peer;
 	if (uv_tcp_getpeername(&cn->tcp, (struct sockaddr *)&peer, &plen) == 0
 	    && peer.ss_family == AF_INET)
 		cn->addr = ((const struct sockaddr_in *)&peer)->sin_addr.s_addr;
-	/* Admission: at most max_connections in all (the workers share them however the kernel
-	 * spreads connections among their listening sockets), per_address from one address. A
-	 * refused connection is closed at once rather than left unaccepted in the backlog. */
 	char text[INET_ADDRSTRLEN];
 	inet_ntop(AF_INET, &cn->addr, text, sizeof text);
-	struct gate_server *s = w->s;
+	struct gate_server *s = cn->w->s;
 	if (atomic_fetch_add(&s->connections, 1) >= s->cfg.max_connections) {
 		atomic_fetch_sub(&s->connections, 1);
 		gate_log_limited("refused a connection from %s: %u open (--max-connections)\n", text,
@@ -635,4 +645,32 @@ void gate_conn_accept(uv_stream_t *listener, int status)
 	arm_deadline(cn);
 	if (uv_read_start((uv_stream_t *)&cn->tcp, on_alloc, on_read) != 0)
 		gate_conn_close(cn);
+}
+
+void gate_conn_accept(uv_stream_t *listener, int status)
+{
+	struct worker *w = listener->data;
+	if (status < 0)
+		return;
+	struct conn *cn = conn_new(w);
+	if (!cn)
+		return; /* out of memory: it waits in the backlog; the next accept may find memory */
+	if (uv_accept(listener, (uv_stream_t *)&cn->tcp) != 0) {
+		gate_conn_close(cn);
+		return;
+	}
+	conn_begin(cn);
+}
+
+int gate_conn_open(struct worker *w, int fd)
+{
+	struct conn *cn = conn_new(w);
+	if (!cn)
+		return -1;
+	if (uv_tcp_open(&cn->tcp, fd) != 0) {
+		gate_conn_close(cn);
+		return -1;
+	}
+	conn_begin(cn);
+	return 0;
 }

@@ -161,6 +161,9 @@ struct worker {
 void gate_conn_init(void);
 /** A new connection on w's listening socket: admitted (or refused and closed) and read. */
 void gate_conn_accept(uv_stream_t *listener, int status);
+/** The same for a stream socket the caller opened (the fuzzer's socketpair end; libuv owns fd
+ * from here). 0, or -1 (fd not taken: the caller closes it). */
+int gate_conn_open(struct worker *w, int fd);
 /** Close cn now; a call still waiting for its device completes later (and finds it gone). */
 void gate_conn_close(struct conn *cn);
 /** The call is answered (or its connection gone): free it. */
