@@ -47,29 +47,15 @@ static double metric_until(const char *name, double want)
 	return v;
 }
 
-/* Lines of the broker's log that contain needle. */
-static int log_count(const char *needle)
-{
-	FILE *f = fopen(tb_test_info()->log_file, "r");
-	if (!f)
-		return 0;
-	char line[2048];
-	int n = 0;
-	while (fgets(line, sizeof line, f))
-		n += strstr(line, needle) != NULL;
-	fclose(f);
-	return n;
-}
-
 /* SIGHUP, and wait (5 s at most) until the broker says it reloaded. The reload runs on the
  * broker's thread: whatever a client does with the broker afterwards comes after it. */
 static void reload_broker(void)
 {
-	int before = log_count("Reloading config.");
+	int before = tb_test_log_count("Reloading config.", NULL);
 	assert_int_equal(tb_broker_signal(tb_test_broker(), SIGHUP), 0);
-	for (int k = 0; k < 250 && log_count("Reloading config.") == before; k++)
+	for (int k = 0; k < 250 && tb_test_log_count("Reloading config.", NULL) == before; k++)
 		nanosleep(&(struct timespec) { .tv_nsec = 20000000 }, NULL);
-	if (log_count("Reloading config.") != before + 1)
+	if (tb_test_log_count("Reloading config.", NULL) != before + 1)
 		fail_msg("SIGHUP: the broker did not log 'Reloading config.' within 5 s");
 }
 

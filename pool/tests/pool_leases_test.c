@@ -360,10 +360,10 @@ static void mqtt311_leases_work_and_are_discarded_after_subscribing(void **state
 	assert_int_equal(after.connects_ok, before.connects_ok + 1); /* a fresh connection */
 	/* The discarded one said goodbye (DISCONNECT: mosquitto logs "disconnected."), and was not
 	 * simply closed after its UNSUBSCRIBE ("closed its connection."). */
-	for (int k = 0; k < 100 && broker_log_count("Client v3lease-", " disconnected.") < 1; k++)
+	for (int k = 0; k < 100 && tb_test_log_count("Client v3lease-", " disconnected.") < 1; k++)
 		nanosleep(&(struct timespec) { .tv_nsec = 20000000 }, NULL);
-	assert_int_equal(broker_log_count("Client v3lease-", " disconnected."), 1);
-	assert_int_equal(broker_log_count("Client v3lease-", "closed its connection"), 0);
+	assert_int_equal(tb_test_log_count("Client v3lease-", " disconnected."), 1);
+	assert_int_equal(tb_test_log_count("Client v3lease-", "closed its connection"), 0);
 	assert_int_equal(mqp_lease_subscribe(&b, "v3backlog/#", 1, 0, 3000), MQP_OK);
 	assert_int_equal(tb_client_publish(out, "v3backlog/new", "new", 3, 1, false, NULL), 0);
 	assert_int_equal(mqp_lease_receive(&b, 3000, &m), MQP_OK);

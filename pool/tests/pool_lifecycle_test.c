@@ -104,8 +104,8 @@ static void idle_connections_above_min_close(void **state)
 	assert_int_equal(st.size, 1); /* back to min_size, never below */
 	assert_int_equal(st.closes_idle, 2);
 	/* Each went as a client should: DISCONNECT ("disconnected."), never a bare close. */
-	assert_int_equal(broker_log_count("Client idle-", " disconnected."), 2);
-	assert_int_equal(broker_log_count("Client idle-", "closed its connection"), 0);
+	assert_int_equal(tb_test_log_count("Client idle-", " disconnected."), 2);
+	assert_int_equal(tb_test_log_count("Client idle-", "closed its connection"), 0);
 	mqp_pool_destroy(p);
 }
 

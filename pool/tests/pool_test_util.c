@@ -172,19 +172,6 @@ void on_published(void *userdata, int result)
 	atomic_fetch_add(&d->calls, 1);
 }
 
-int broker_log_count(const char *a, const char *b)
-{
-	FILE *f = fopen(tb_test_info()->log_file, "r");
-	if (!f)
-		return 0;
-	char line[2048];
-	int n = 0;
-	while (fgets(line, sizeof line, f))
-		n += strstr(line, a) && (!b || strstr(line, b));
-	fclose(f);
-	return n;
-}
-
 bool wait_flag(atomic_int *flag, int timeout_ms)
 {
 	uint64_t deadline = mqc_now_ns() + (uint64_t)timeout_ms * MQC_NS_PER_MS;

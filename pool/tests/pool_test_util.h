@@ -66,9 +66,6 @@ void on_published(void *userdata, int result);
 		}                                                                      \
 	} while (0)
 
-/* Lines of the test broker's log that hold both a and b (b NULL: a alone). */
-int broker_log_count(const char *a, const char *b);
-
 /* Whether *flag became nonzero within timeout_ms. */
 bool wait_flag(atomic_int *flag, int timeout_ms);
 

@@ -38,6 +38,19 @@ const struct tb_info *tb_test_info(void)
 	return tb_broker_info(broker);
 }
 
+int tb_test_log_count(const char *a, const char *b)
+{
+	FILE *f = fopen(tb_test_info()->log_file, "r");
+	if (!f)
+		return 0;
+	char line[2048];
+	int n = 0;
+	while (fgets(line, sizeof line, f))
+		n += strstr(line, a) && (!b || strstr(line, b));
+	fclose(f);
+	return n;
+}
+
 struct tb_client *tb_test_connect(const char *url, int protocol)
 {
 	const struct tb_info *info = tb_test_info();

@@ -24,6 +24,9 @@ int tb_test_run(const char *name, const struct CMUnitTest *tests, size_t count,
 struct tb_broker *tb_test_broker(void);
 const struct tb_info *tb_test_info(void);
 
+/** Lines of the test broker's log that hold both a and b (b NULL: a alone). */
+int tb_test_log_count(const char *a, const char *b);
+
 /** Connect as the test user to url (plain or TLS with the broker's CA); fails the test if not. */
 struct tb_client *tb_test_connect(const char *url, int protocol);
 

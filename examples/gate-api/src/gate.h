@@ -4,7 +4,8 @@
  * sends a command and waits for Success"), with a pooled and a connect-per-request route.
  *
  * gate_core.c holds what needs no network (routes, validation, error mapping, JSON, metrics);
- * server.c the event-driven HTTP server (server.h); main.c the command line and the lifecycle.
+ * conn.c, command.c and worker.c the event-driven HTTP server (server.h, worker.h); main.c the
+ * command line and the lifecycle.
  */
 #ifndef GATE_H
 #define GATE_H
