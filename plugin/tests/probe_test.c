@@ -47,16 +47,20 @@ static double metric_until(const char *name, double want)
 	return v;
 }
 
-/* SIGHUP, and wait (5 s at most) until the broker says it reloaded. The reload runs on the
- * broker's thread: whatever a client does with the broker afterwards comes after it. */
+/* SIGHUP, and wait (10 s at most) until the broker has reloaded. It logs "Reloading config." as
+ * the reload begins, and a SIGHUP that arrives before the reload ends is lost (mosquitto clears
+ * its flag at the end: a second reload sent while the first still ran - 2.1 re-initialises the
+ * plugins - never happened). So the reload is over when a client's CONNECT gets its CONNACK: the
+ * broker's one thread does both, one after the other. (That client is one connect more.) */
 static void reload_broker(void)
 {
 	int before = tb_test_log_count("Reloading config.", NULL);
 	assert_int_equal(tb_broker_signal(tb_test_broker(), SIGHUP), 0);
-	for (int k = 0; k < 250 && tb_test_log_count("Reloading config.", NULL) == before; k++)
+	for (int k = 0; k < 500 && tb_test_log_count("Reloading config.", NULL) == before; k++)
 		nanosleep(&(struct timespec) { .tv_nsec = 20000000 }, NULL);
 	if (tb_test_log_count("Reloading config.", NULL) != before + 1)
-		fail_msg("SIGHUP: the broker did not log 'Reloading config.' within 5 s");
+		fail_msg("SIGHUP: the broker did not log 'Reloading config.' within 10 s");
+	tb_client_destroy(tb_test_connect(tb_test_info()->mqtt_url, 5)); /* after the reload */
 }
 
 /* The connected-client gauge once the clients earlier tests closed have left: the broker handles
@@ -415,7 +419,8 @@ static void sighup_does_not_count_offline_sessions_as_connected(void **state)
 		nanosleep(&(struct timespec) { .tv_nsec = 20000000 }, NULL);
 	assert_true(metric("mosquitto_connected_clients") == connected0);
 	assert_true(metric("mosquitto_connects_total") == connects0 + 1);
-	for (int reload = 0; reload < 3; reload++)
+	enum { RELOADS = 3 }; /* each a connect of its own (reload_broker) */
+	for (int reload = 0; reload < RELOADS; reload++)
 		reload_broker();
 	/* A client that connects after the reloads is counted as ever, and only it: had a reload
 	 * counted the offline session as connected (its re-authentication runs on the broker's
@@ -425,7 +430,7 @@ static void sighup_does_not_count_offline_sessions_as_connected(void **state)
 	for (int k = 0; k < 100 && metric("mosquitto_connected_clients") != connected0 + 1; k++)
 		nanosleep(&(struct timespec) { .tv_nsec = 20000000 }, NULL);
 	assert_true(metric("mosquitto_connected_clients") == connected0 + 1);
-	assert_true(metric("mosquitto_connects_total") == connects0 + 2);
+	assert_true(metric("mosquitto_connects_total") == connects0 + 2 + RELOADS);
 	tb_client_destroy(c);
 }
 

@@ -222,6 +222,52 @@ static void a_payload_mqtt_cannot_carry_is_too_big(void **state)
 	free(payload);
 }
 
+/* A broker that takes small packets (mosquitto's max_packet_size 256, the Paho test broker's
+ * default): a request is sized as it is encoded (about 100 bytes; an estimate of 600 once
+ * refused every one) and goes; a publish larger than the broker's Maximum Packet Size fails at
+ * once with MQP_ETOOBIG naming both sizes, and the connection goes on. */
+static void a_broker_that_takes_small_packets_gets_what_fits(void **state)
+{
+	(void)state;
+	static const char *const conf[] = { "max_packet_size 256", NULL };
+	struct tb_options bo = { .no_tls = true,
+		.no_probe = true,
+		.conf_lines = conf,
+		.allow_anonymous = true,
+		.no_password_file = true,
+		.no_acl_file = true };
+	struct tb_broker *b;
+	char err[512];
+	if (tb_broker_start(&bo, &b, err, sizeof err) != 0)
+		fail_msg("a broker with max_packet_size 256: %s", err);
+	const char *url = tb_broker_info(b)->mqtt_url;
+	const char *argv[] = { RESPONDER_PATH, "--broker", url, "--filter", "small/cmd", NULL };
+	struct tb_responder r = tb_test_spawn("RESPONDER_READY", argv);
+	mqp_pool *p = new_pool(url, NULL);
+	for (int i = 0; i < 5; i++) {
+		struct mqp_reply reply;
+		mqp_err rc = mqp_pool_request(p, "small/cmd", "{\"n\":1}", 7, 1, 5000, &reply);
+		if (rc != MQP_OK) {
+			char why[512];
+			fail_msg(
+			    "request %d: %s: %s", i, mqp_strerror(rc), mqp_pool_last_error(p, why, sizeof why));
+		}
+		assert_memory_equal(reply.payload, "{\"n\":1}", 7);
+		mqp_reply_free(&reply);
+	}
+	char big[300];
+	memset(big, 'b', sizeof big);
+	assert_int_equal(mqp_pool_publish(p, "small/x", big, sizeof big, 1, 0, 5000), MQP_ETOOBIG);
+	char why[512];
+	mqp_pool_last_error(p, why, sizeof why);
+	if (!strstr(why, "Maximum Packet Size") || !strstr(why, "256"))
+		fail_msg("the refusal does not name the broker's limit: %s", why);
+	assert_int_equal(mqp_pool_publish(p, "small/x", "fits", 4, 1, 0, 5000), MQP_OK);
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+	tb_broker_stop(b);
+}
+
 static void timeout_when_the_device_never_answers(void **state)
 {
 	(void)state;
@@ -547,6 +593,7 @@ int main(void)
 		cmocka_unit_test(two_pools_in_one_process_do_not_collide),
 		cmocka_unit_test(timeout_when_the_device_never_answers),
 		cmocka_unit_test(a_payload_mqtt_cannot_carry_is_too_big),
+		cmocka_unit_test(a_broker_that_takes_small_packets_gets_what_fits),
 		cmocka_unit_test(commands_expire_with_their_timeout),
 		cmocka_unit_test(a_cancelled_request_answered_late_is_counted_late),
 		cmocka_unit_test(adversarial_device_never_crosses_replies),
