@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -58,12 +59,16 @@ static struct bench_opts opts(enum bench_scenario sc, const char *first, ...)
 	char *argv[32];
 	int argc = 0;
 	const char *head[] = { bench_scenario_names[sc], "--broker", "mqtt://127.0.0.1:1" };
-	for (size_t i = 0; i < 3; i++)
-		argv[argc] = strcpy(words[argc], head[i]), argc++;
+	for (size_t i = 0; i < 3; i++, argc++) {
+		snprintf(words[argc], sizeof words[argc], "%s", head[i]);
+		argv[argc] = words[argc];
+	}
 	va_list ap;
 	va_start(ap, first);
-	for (const char *s = first; s && argc < 31; s = va_arg(ap, const char *))
-		argv[argc] = strcpy(words[argc], s), argc++;
+	for (const char *s = first; s && argc < 31; s = va_arg(ap, const char *), argc++) {
+		snprintf(words[argc], sizeof words[argc], "%s", s);
+		argv[argc] = words[argc];
+	}
 	va_end(ap);
 	struct bench_opts o;
 	assert_int_equal(bench_parse(argc, argv, sc, &o), 0);

@@ -529,8 +529,9 @@ static void close_gracefully(struct mqp_pool *p)
 		if (p->conns[i].open)
 			mqp__conn_retire(p, &p->conns[i]);
 	uint64_t until = mqc_now_ns() + CLOSE_WAIT_MS * MQC_NS_PER_MS;
-	struct pollfd *fds = calloc(p->opt.max_size, sizeof *fds);
-	struct pconn **who = calloc(p->opt.max_size, sizeof *who);
+	size_t slots = p->opt.max_size ? p->opt.max_size : 1;
+	struct pollfd *fds = calloc(slots, sizeof(struct pollfd));
+	struct pconn **who = calloc(slots, sizeof(struct pconn *));
 	for (uint64_t now = mqc_now_ns(); fds && who && now < until; now = mqc_now_ns()) {
 		nfds_t n = 0;
 		for (unsigned i = 0; i < p->opt.max_size; i++) {

@@ -218,7 +218,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	listen_once();
 	unsigned shape = data[0];
-	int protocol = shape & 1 ? 4 : 5, qos = (shape >> 4) & 3;
+	int protocol = shape & 1 ? 4 : 5, qos = (int)((shape >> 4) & 3);
 	unsigned requests = (shape >> 2) & 3;
 	bool suback = shape & 2, legacy = shape & 64;
 	if (qos > 2)
