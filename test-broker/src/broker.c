@@ -502,7 +502,8 @@ int tb_broker_start(
 		if (launch(b, err, errlen) == 0)
 			break;
 		/* Another process may take a free port between our check and the broker's bind. */
-		bool auto_ports = !o->port && !o->tls_port && !o->mtls_port && !http_listen;
+		bool fixed_http = http_listen && strcmp(http_listen, "off") != 0;
+		bool auto_ports = !o->port && !o->tls_port && !o->mtls_port && !fixed_http;
 		if (!auto_ports || attempt + 1 >= MAX_PORT_RETRIES || !strstr(err, "in use"))
 			goto fail_opts;
 		unlink(info->log_file);

@@ -156,7 +156,7 @@ static int next_packet(
 		mqc_malformed why;
 		if (mqc_frame(buf, *have, 4096, &pk, &why) == MQC_FRAME_OK) {
 			int type = pk.type;
-			*mid = pk.body_len >= 2 ? (uint16_t)(pk.body[0] << 8 | pk.body[1]) : 0;
+			*mid = (uint16_t)(pk.body_len >= 2 ? pk.body[0] << 8 | pk.body[1] : 0);
 			if (type == MQC_PUBLISH && *mid < sizeof last_topic && pk.body_len >= 2u + *mid)
 				snprintf(
 				    last_topic, sizeof last_topic, "%.*s", (int)*mid, (const char *)pk.body + 2);
