@@ -147,7 +147,7 @@ int bench_legacy_match(void *userdata, const struct mqp_message *m);
 /** What `request --mode loop` measured (request_loop.c). */
 struct bench_loop_result {
 	struct mqc_hist lat;
-	uint64_t done, errors, timeouts, elapsed_ns;
+	uint64_t done, errors, timeouts, no_responder, elapsed_ns;
 	struct bench_cost *cost; /* started when the run starts, stopped when it ends */
 	struct bench_failures *failures;
 };

@@ -83,6 +83,9 @@ static void on_reply(void *userdata, int result, const struct mqp_reply *reply)
 		mqc_hist_record(&lr->r->lat, now - s->intended); /* never vanishes from the tail */
 		lr->r->timeouts++;
 		bench_failures_ok(f, now);
+	} else if (result == MQP_ENORESPONDER) { /* an answer, from the broker: not a failure */
+		lr->r->no_responder++;
+		bench_failures_ok(f, now);
 	} else if (result != MQP_ECLOSED) {
 		lr->r->errors++;
 		bool connection = result == MQP_ECONNECT || result == MQP_EREFUSED;

@@ -391,6 +391,24 @@ else
 fi
 python3 "$here/result_shape.py" "$tmp/req.json" >"$tmp/shape.out" 2>&1 \
   && pass "--json: the request result's fields, mode by mode" || fail "request shape: $(cat "$tmp/shape.out")"
+# A command nobody is subscribed to: at QoS 1 the broker's PUBACK says so (0x10), and every mode
+# counts it as "no responder" at once: no timeout, no error.
+rc=0
+"$MQB" request --broker "$MQTT_URL" "${auth[@]}" --topic nobody/commands/ping --qos 1 --mode all \
+  --concurrency 2 --duration 1s --timeout 5s --json >"$tmp/nobody.json" 2>"$tmp/nobody.err" || rc=$?
+if [ $rc = 1 ] && [ "$(grep -c 'the broker said nobody is subscribed to nobody/commands/ping' "$tmp/nobody.err")" = 3 ] \
+  && python3 - "$tmp/nobody.json" <<'PY'
+import json, sys
+modes = json.load(open(sys.argv[1]))["modes"]
+bad = [m for m, r in modes.items()
+       if r["no_responder"] < 10 or r["timeouts"] or r["errors"] or r["ok"]]
+sys.exit(1 if bad or len(modes) != 3 else 0)
+PY
+then
+  pass "request to a topic nobody listens on: every mode counts no_responder, no timeout; exit 1 saying so"
+else
+  fail "request to nobody (exit $rc): $(head -c 800 "$tmp/nobody.json") $(tail -n 3 "$tmp/nobody.err")"
+fi
 # The legacy model (MQTT 3.1.1): a device per worker, replies on replies/{topic} matched by id; the
 # pool keeps its connections (warm), naive connects per request.
 "$MQB" request --broker "$MQTT_URL" "${auth[@]}" --protocol 3.1.1 --concurrency 4 --duration 1s \

@@ -49,7 +49,7 @@ SHAPES = {
         "settings": {"protocol": STR, "duration_ns": INT, "concurrency": INT, "rate": NUM,
                      "pool_size": INT, "topic": STR, "timeout_ns": INT, "tls": BOOL},
         "mode": {"requests_per_second": NUM, "ok": INT, "timeouts": INT, "errors": INT,
-                 "latency": OBJ, "cpu_us_per_request": NUM, "client": STR, "failures": LIST},
+                 "no_responder": INT, "latency": OBJ, "cpu_us_per_request": NUM, "client": STR, "failures": LIST},
     },
 }
 

@@ -41,9 +41,10 @@ enum mqc_req_result {
 	MQC_REQ_LOST,     /* the connection closed */
 	MQC_REQ_DENIED,   /* the broker refused the SUBSCRIBE or (v5 PUBACK) the PUBLISH */
 	MQC_REQ_NOMEM,
-	MQC_REQ_PENDING, /* mqc_request_step: not done yet */
-	MQC_REQ_REFUSED, /* the broker refused CONNECT (a CONNACK code, or MQTT 5 it does not speak,
-	                    confirmed): err says why and what to change */
+	MQC_REQ_PENDING,     /* mqc_request_step: not done yet */
+	MQC_REQ_REFUSED,     /* the broker refused CONNECT (a CONNACK code, or MQTT 5 it does not speak,
+	                        confirmed): err says why and what to change */
+	MQC_REQ_NORESPONDER, /* v5 QoS 1: the broker's PUBACK said nobody is subscribed (0x10) */
 };
 
 /** A reply: payload NUL-terminated (not counted in len), both malloc'd. */

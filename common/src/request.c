@@ -28,6 +28,7 @@ struct mqc_requester {
 	bool lost, tcp_up;
 	int sub_mid, pub_mid;
 	bool subscribed, sub_refused, pub_refused;
+	bool nobody;   /* v5 PUBACK 0x10: nobody is subscribed to the command's topic */
 	bool pub_done; /* the command's QoS 1/2 flow is over (PUBACK, PUBCOMP); QoS 0: at once */
 	bool got, nomem;
 	uint64_t seq;
@@ -86,6 +87,9 @@ static void on_publish(
 	r->pub_done = true;
 	if (reason >= 0x80)
 		r->pub_refused = true;
+	/* libmosquitto reports a QoS 2 command's PUBCOMP, not its PUBREC: QoS 1 only. */
+	if (reason == MQTT_RC_NO_MATCHING_SUBSCRIBERS)
+		r->nobody = true;
 }
 
 static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_message *msg,
@@ -145,7 +149,7 @@ static bool suback_in(const void *arg)
  * under the broker's last packet. */
 static bool answered(const struct mqc_requester *r)
 {
-	return r->pub_refused || (r->got && r->pub_done);
+	return r->pub_refused || r->nobody || (r->got && r->pub_done);
 }
 
 static bool reply_in(const void *arg)
@@ -322,7 +326,7 @@ static int publish_command(struct mqc_requester *r, const char *topic, const voi
 {
 	r->seq++;
 	memcpy(r->corr + 8, &r->seq, sizeof r->seq);
-	r->got = r->pub_refused = r->nomem = false;
+	r->got = r->pub_refused = r->nobody = r->nomem = false;
 	r->pub_done = qos == 0; /* QoS 0 has no flow to wait for */
 	r->reply = reply;
 	if (r->legacy) /* the device knows where to answer */
@@ -352,6 +356,8 @@ static int reply_result(const struct mqc_requester *r, int rc)
 {
 	if (rc == MQC_REQ_OK && r->pub_refused)
 		rc = MQC_REQ_DENIED;
+	if (rc == MQC_REQ_OK && r->nobody && !r->got)
+		rc = MQC_REQ_NORESPONDER;
 	if (rc == MQC_REQ_OK && r->nomem)
 		rc = MQC_REQ_NOMEM;
 	return rc;
@@ -494,9 +500,10 @@ int mqc_request_step(struct mqc_requester *r, bool readable, bool writable,
 			r->own = (struct mqc_req_reply) { 0 };
 		} else
 			snprintf(err, errlen, "%s",
-			    rc == MQC_REQ_DENIED      ? "the broker refused the command"
-			        : rc == MQC_REQ_NOMEM ? "out of memory"
-			                              : "the connection closed before the reply");
+			    rc == MQC_REQ_DENIED            ? "the broker refused the command"
+			        : rc == MQC_REQ_NORESPONDER ? "nobody is subscribed to the command's topic"
+			        : rc == MQC_REQ_NOMEM       ? "out of memory"
+			                                    : "the connection closed before the reply");
 	}
 	return rc;
 }

@@ -49,23 +49,27 @@ typedef enum mqp_err {
 	MQP_OK = 0,
 	MQP_EINVAL = 1, /* bad argument or option (the message says which) */
 	MQP_ENOMEM = 2,
-	MQP_ETIMEDOUT = 3,   /* the deadline passed: a request sent but not answered, an acquire
-	                        with no connection free, a subscribe or receive with no answer */
-	MQP_ECLOSED = 4,     /* the pool is being destroyed */
-	MQP_ECONNECT = 5,    /* cannot connect to the broker: see mqp_pool_last_error() */
-	MQP_ECONNLOST = 6,   /* the connection carrying the request dropped before the reply */
-	MQP_EDENIED = 7,     /* the broker refused the publish (v5 reason code >= 0x80) */
-	MQP_ETLS = 8,        /* TLS setup failed (CA, certificate or key file) */
-	MQP_ETOOBIG = 9,     /* payload or topic too large */
-	MQP_EDEADLK = 10,    /* a blocking call from the pool's own thread */
-	MQP_ERELEASED = 11,  /* the lease was released (double release, use after release) */
-	MQP_EBUSY = 12,      /* another receive is already waiting on this lease */
-	MQP_ECANCELED = 13,  /* an async call cancelled by mqp_pool_cancel */
-	MQP_EEXHAUSTED = 14, /* no connection could take the request or publish before its deadline:
-	                        it was never sent, so it is safe to retry */
-	MQP_EREFUSED = 15,   /* the broker refused the connection (its CONNACK: credentials, not
-	                        authorized, banned, or a protocol version it does not speak): not
-	                        transient; mqp_pool_last_error() says why and what to change */
+	MQP_ETIMEDOUT = 3,     /* the deadline passed: a request sent but not answered, an acquire
+	                          with no connection free, a subscribe or receive with no answer */
+	MQP_ECLOSED = 4,       /* the pool is being destroyed */
+	MQP_ECONNECT = 5,      /* cannot connect to the broker: see mqp_pool_last_error() */
+	MQP_ECONNLOST = 6,     /* the connection carrying the request dropped before the reply */
+	MQP_EDENIED = 7,       /* the broker refused the publish (v5 reason code >= 0x80) */
+	MQP_ETLS = 8,          /* TLS setup failed (CA, certificate or key file) */
+	MQP_ETOOBIG = 9,       /* payload or topic too large */
+	MQP_EDEADLK = 10,      /* a blocking call from the pool's own thread */
+	MQP_ERELEASED = 11,    /* the lease was released (double release, use after release) */
+	MQP_EBUSY = 12,        /* another receive is already waiting on this lease */
+	MQP_ECANCELED = 13,    /* an async call cancelled by mqp_pool_cancel */
+	MQP_EEXHAUSTED = 14,   /* no connection could take the request or publish before its deadline:
+	                          it was never sent, so it is safe to retry */
+	MQP_EREFUSED = 15,     /* the broker refused the connection (its CONNACK: credentials, not
+	                          authorized, banned, or a protocol version it does not speak): not
+	                          transient; mqp_pool_last_error() says why and what to change */
+	MQP_ENORESPONDER = 16, /* v5, QoS 1/2: the broker acknowledged the request's command with
+	                          "no matching subscribers" (0x10), so no reply can come; said at
+	                          once instead of at the deadline. At QoS 0 nothing says so and
+	                          the request waits for its timeout */
 } mqp_err;
 
 /* Special durations (see the top of this file). */
@@ -216,6 +220,8 @@ MQP_API void mqp_reply_free(struct mqp_reply *reply);
  *         time), MQP_EEXHAUSTED (every connection stayed busy: never sent), MQP_ECONNECT
  *         (no connection could be made; mqp_pool_last_error says why), MQP_EREFUSED (the broker
  *         refused the connection: see mqp_pool_last_error), MQP_ECONNLOST,
+ *         MQP_ENORESPONDER (the broker's PUBACK or PUBREC said nobody is subscribed to the
+ *         command's topic: mosquitto says so at QoS 1; its QoS 2 PUBREC never does),
  *         MQP_EDENIED, MQP_ECLOSED, MQP_EINVAL, MQP_ETOOBIG, MQP_ENOMEM, MQP_EDEADLK.
  */
 MQP_API mqp_err mqp_pool_request(mqp_pool *pool, const char *topic, const void *payload, size_t len,
@@ -380,9 +386,10 @@ typedef void (*mqp_acquire_cb)(void *userdata, int result, mqp_lease lease);
 
 /**
  * mqp_pool_request without waiting. If it returns MQP_OK the callback runs exactly once — with
- * the reply, MQP_ETIMEDOUT, MQP_EEXHAUSTED, MQP_ECONNECT, MQP_ECONNLOST, MQP_EDENIED, MQP_ENOMEM,
- * MQP_ECANCELED, or MQP_ECLOSED when the pool is destroyed first (mqp_pool_destroy returns after
- * every callback has run). If it returns an error the callback never runs.
+ * the reply, MQP_ETIMEDOUT, MQP_EEXHAUSTED, MQP_ECONNECT, MQP_ECONNLOST, MQP_ENORESPONDER,
+ * MQP_EDENIED, MQP_ENOMEM, MQP_ECANCELED, or MQP_ECLOSED when the pool is destroyed first
+ * (mqp_pool_destroy returns after every callback has run). If it returns an error the callback
+ * never runs.
  * @param ticket NULL, or where to store the call's ticket for mqp_pool_cancel (stored before the
  *        callback can run).
  * @return MQP_OK, MQP_EINVAL, MQP_ETOOBIG, MQP_ENOMEM, MQP_ECLOSED.

@@ -1020,9 +1020,17 @@ static void on_ack(struct mqp_pool *p, struct pconn *c, const struct mqc_packet 
 		return; /* not one we wait for: nothing to do */
 	struct op *op = u->op;
 	bool refused = a.reason >= 0x80;
+	/* v5: the broker found nobody subscribed to the command's topic, so no reply can come. The
+	 * request fails now rather than at its deadline; QoS 0 has no acknowledgement to say so. */
+	bool nobody = a.reason == MQC_RC_NO_MATCHING_SUBSCRIBERS && op
+	    && (op->kind == OP_REQUEST || op->kind == OP_LEGACY);
 	if (pk->type == MQC_PUBREC && !refused) {
 		u->kind = MID_REL; /* the same identifier until PUBCOMP */
 		send_ack(p, c, MQC_PUBREL, a.mid);
+		if (nobody) {
+			op->acked = true;
+			mqp__finish(p, op, MQP_ENORESPONDER); /* detaches it from the identifier */
+		}
 		return;
 	}
 	mid_drop(c, u);
@@ -1031,6 +1039,8 @@ static void on_ack(struct mqp_pool *p, struct pconn *c, const struct mqc_packet 
 		op->acked = true;
 		if (refused)
 			mqp__finish(p, op, MQP_EDENIED);
+		else if (nobody)
+			mqp__finish(p, op, MQP_ENORESPONDER);
 		else if (op->kind == OP_PUBLISH || op->kind == OP_LEASE_PUBLISH)
 			mqp__finish(p, op, MQP_OK);
 		/* a request now waits for its reply */

@@ -125,6 +125,7 @@ const char *mqp_strerror(int err)
 		[MQP_ECANCELED] = "cancelled",
 		[MQP_EEXHAUSTED] = "no connection free before the deadline (not sent)",
 		[MQP_EREFUSED] = "the broker refused the connection",
+		[MQP_ENORESPONDER] = "nobody is subscribed to the command's topic",
 	};
 	if (err < 0 || (size_t)err >= sizeof names / sizeof names[0] || !names[err])
 		return "unknown error";

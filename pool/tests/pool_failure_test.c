@@ -135,7 +135,7 @@ static void requests_in_flight_when_the_broker_dies_fail_with_econnlost(void **s
 	assert_int_equal(st.inflight, 0);
 	assert_int_equal(st.timeouts, 0);
 
-	tb_test_responder_kill(&r); /* it exits when its broker goes */
+	tb_test_responder_kill(&r); /* it would come back, and drop again */
 	uint64_t connects = st.connects_ok;
 	char err[512];
 	if (tb_broker_restart(tb_test_broker(), err, sizeof err) != 0)

@@ -287,6 +287,39 @@ static void timeout_when_the_device_never_answers(void **state)
 	tb_test_responder_stop(&r);
 }
 
+/* Nobody subscribed to the command's topic: at QoS 1 the broker's PUBACK says so (v5 reason
+ * 0x10) and the request fails at once, long before its timeout, on a connection that then
+ * carries a request that is answered. mosquitto's QoS 2 PUBREC is always 0x00 (it queues the
+ * message until PUBREL) and at QoS 0 nothing can say so: those wait for the timeout. */
+static void a_command_nobody_listens_for_fails_at_once(void **state)
+{
+	(void)state;
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "here/cmd", NULL);
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.min_size = o.max_size = 1;
+	mqp_pool *p = new_pool(tb_test_info()->mqtt_url, &o);
+	struct mqp_reply reply;
+	uint64_t t0 = mqc_now_ns();
+	assert_int_equal(mqp_pool_request(p, "nobody/cmd", "x", 1, 1, 5000, &reply), MQP_ENORESPONDER);
+	assert_true(mqc_now_ns() - t0 < MQC_NS_PER_S);
+	assert_int_equal(mqp_pool_request(p, "here/cmd", "y", 1, 1, 5000, &reply), MQP_OK);
+	mqp_reply_free(&reply);
+	for (int qos = 0; qos <= 2; qos += 2) {
+		assert_int_equal(
+		    mqp_pool_request(p, "nobody/cmd", "x", 1, qos, 300, &reply), MQP_ETIMEDOUT);
+		assert_int_equal(mqp_pool_request(p, "here/cmd", "y", 1, qos, 5000, &reply), MQP_OK);
+		mqp_reply_free(&reply);
+	}
+	struct mqp_pool_stats st;
+	mqp_pool_stats(p, &st, sizeof st);
+	assert_int_equal(st.inflight, 0);
+	assert_int_equal(st.connections_lost, 0);
+	assert_string_equal(
+	    mqp_strerror(MQP_ENORESPONDER), "nobody is subscribed to the command's topic");
+	mqp_pool_destroy(p);
+	tb_test_responder_stop(&r);
+}
+
 /* A command carries Message Expiry = its time left, rounded up: a device that was offline when
  * its caller gave up never executes it later. Shown on a device's persistent session (mosquitto_sub
  * -c, session expiry 300 s): a command with 1 s left is gone when the device returns 2.5 s later,
@@ -592,6 +625,7 @@ int main(void)
 		cmocka_unit_test(a_returned_call_is_not_outstanding),
 		cmocka_unit_test(two_pools_in_one_process_do_not_collide),
 		cmocka_unit_test(timeout_when_the_device_never_answers),
+		cmocka_unit_test(a_command_nobody_listens_for_fails_at_once),
 		cmocka_unit_test(a_payload_mqtt_cannot_carry_is_too_big),
 		cmocka_unit_test(a_broker_that_takes_small_packets_gets_what_fits),
 		cmocka_unit_test(commands_expire_with_their_timeout),

@@ -175,6 +175,9 @@ struct tb_responder_summary tb_test_responder_stop(struct tb_responder *r)
 		        &s.requests, &s.replies, &s.dropped, &s.duplicated)
 		    == 4)
 			found = true;
+		const char *rc = strstr(line, " reconnects=");
+		if (rc)
+			s.reconnects = strtoul(rc + strlen(" reconnects="), NULL, 10);
 	}
 	fclose(f);
 	unlink(r->log);

@@ -39,6 +39,7 @@ struct tb_responder {
 /** What the responder said it did when it stopped. */
 struct tb_responder_summary {
 	unsigned long requests, replies, dropped, duplicated;
+	unsigned long reconnects; /* broker connections made again after a loss */
 };
 
 /**
@@ -64,7 +65,7 @@ struct tb_responder tb_test_spawn_va(
 /** SIGTERM it, expect exit status 0, and parse its summary line. */
 struct tb_responder_summary tb_test_responder_stop(struct tb_responder *r);
 
-/** Kill it without looking at how it ended (a responder whose broker went away exits 1). */
+/** Kill it without looking at how it ended (SIGKILL: no summary). */
 void tb_test_responder_kill(struct tb_responder *r);
 
 /**

@@ -6,6 +6,10 @@
  * min-heap of preallocated slots (inline buffers for small messages), driven by a timerfd, so the
  * program allocates nothing per message itself; libmosquitto allocates its packets and the
  * property copies its readers return.
+ *
+ * A lost broker connection is made again as a device does (backoff with jitter, the filter
+ * subscribed again in on_connect), unless --exit-on-disconnect: the first connection must work,
+ * so that a wrong URL or password is said at once instead of retried for ever.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,6 +32,9 @@
 
 enum { SLOT_INLINE = 480, TOPIC_MAX = 1024, EV_SOCKET = 1, EV_TIMER, EV_SIGNAL };
 
+#define BACKOFF_MIN_NS (100 * MQC_NS_PER_MS)
+#define BACKOFF_MAX_NS (5 * MQC_NS_PER_S)
+
 struct slot {
 	int copies;
 	bool stray, has_corr;
@@ -39,7 +46,7 @@ struct slot {
 
 struct stats {
 	unsigned long requests, replies, dropped, duplicated, late, stray, retained_ignored,
-	    loops_refused, overflow, pending_discarded, publish_errors, large;
+	    loops_refused, overflow, pending_discarded, publish_errors, large, reconnects;
 };
 
 struct responder {
@@ -51,6 +58,9 @@ struct responder {
 	size_t *free_list, free_len;
 	struct stats st;
 	bool connected, stopping;
+	bool was_connected; /* once: later losses are reconnected */
+	uint64_t retry_at;  /* when to connect again (0: not waiting to) */
+	uint64_t backoff_ns;
 	int exit_code;
 };
 
@@ -151,6 +161,29 @@ static void fire_due(struct responder *r, uint64_t now)
 	}
 }
 
+/* --- reconnecting ------------------------------------------------------------------------- */
+
+/* The next attempt: the backoff doubles from 100 ms to 5 s, and each wait is drawn from its upper
+ * half, so devices that lost the same broker do not come back in one wave. */
+static void schedule_retry(struct responder *r)
+{
+	r->backoff_ns = r->backoff_ns ? r->backoff_ns * 2 : BACKOFF_MIN_NS;
+	if (r->backoff_ns > BACKOFF_MAX_NS)
+		r->backoff_ns = BACKOFF_MAX_NS;
+	double half = (double)r->backoff_ns / 2;
+	r->retry_at = mqc_now_ns() + (uint64_t)(half + half * rsp_rng_unit(&r->rng));
+}
+
+/* Due: start a new connection (CONNECT queued; on_connect subscribes again). A failure that is
+ * known at once (refused on loopback, no route) waits for the next attempt. */
+static void reconnect(struct responder *r)
+{
+	r->retry_at = 0;
+	int rc = mosquitto_reconnect_async(r->m);
+	if (rc != MOSQ_ERR_SUCCESS)
+		schedule_retry(r);
+}
+
 /* --- libmosquitto callbacks (run inside loop_read on this thread) ------------------------- */
 
 static void on_connect(
@@ -165,11 +198,18 @@ static void on_connect(
 		mqc_client_explain_connect_failure(
 		    &r->o.net.conn, r->o.net.conn.protocol, rc, "--protocol 3.1.1", NULL, why, sizeof why);
 		fprintf(stderr, "responder: %s\n", why);
+		if (r->was_connected && !r->o.exit_on_disconnect)
+			return; /* a broker coming back may refuse for a moment: on_disconnect retries */
 		r->exit_code = 1;
 		r->stopping = true;
 		return;
 	}
-	r->connected = true;
+	if (r->was_connected) {
+		r->st.reconnects++;
+		fprintf(stderr, "responder: connected again (reconnect %lu)\n", r->st.reconnects);
+	}
+	r->connected = r->was_connected = true;
+	r->backoff_ns = 0;
 	int options = r->o.net.conn.protocol == 5 ? MQTT_SUB_OPT_NO_LOCAL : 0;
 	if (mosquitto_subscribe_v5(m, NULL, r->o.filter, r->o.net.qos, options, NULL)
 	    != MOSQ_ERR_SUCCESS) {
@@ -202,7 +242,7 @@ static void on_disconnect(struct mosquitto *m, void *obj, int rc, const mosquitt
 	(void)m;
 	(void)props;
 	struct responder *r = obj;
-	if (!r->stopping && !r->connected && rc == MOSQ_ERR_CONN_LOST) {
+	if (!r->stopping && !r->was_connected && rc == MOSQ_ERR_CONN_LOST) {
 		/* Closed in answer to CONNECT, without a CONNACK: a broker that does not speak the
 		 * protocol asked for, or one at its connection limit. Which, is checked. */
 		char why[768];
@@ -212,12 +252,20 @@ static void on_disconnect(struct mosquitto *m, void *obj, int rc, const mosquitt
 		r->exit_code = 1;
 		r->stopping = true;
 	}
+	bool was = r->connected;
 	r->connected = false;
-	if (!r->stopping) {
+	if (r->stopping)
+		return;
+	if (!r->was_connected || r->o.exit_on_disconnect) {
 		fprintf(stderr, "responder: lost the broker connection: %s\n", mosquitto_strerror(rc));
 		r->exit_code = 1;
 		r->stopping = true;
+		return;
 	}
+	if (was)
+		fprintf(stderr, "responder: lost the broker connection: %s; connecting again\n",
+		    mosquitto_strerror(rc));
+	schedule_retry(r);
 }
 
 static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_message *msg,
@@ -340,8 +388,23 @@ static int run(struct responder *r, int sfd)
 	bool want_out = false;
 	uint64_t next_misc = mqc_now_ns() + MQC_NS_PER_S;
 	while (!r->stopping) {
-		bool need_out = mqc_client_want_write(r->m, false);
-		if (need_out != want_out) {
+		if (sock >= 0 && mosquitto_socket(r->m) != sock) {
+			sock = -1; /* closed by libmosquitto, and so out of the epoll set */
+			if (!r->retry_at && !r->stopping)
+				schedule_retry(r); /* in case no on_disconnect said so */
+		}
+		if (sock < 0 && mosquitto_socket(r->m) >= 0) { /* a new connection */
+			sock = mosquitto_socket(r->m);
+			want_out = true;
+			ev = (struct epoll_event) { .events = EPOLLIN | EPOLLOUT, .data.u32 = EV_SOCKET };
+			if (epoll_ctl(ep, EPOLL_CTL_ADD, sock, &ev) != 0) {
+				perror("responder: epoll_ctl");
+				r->exit_code = 1;
+				break;
+			}
+		}
+		bool need_out = sock >= 0 && mqc_client_want_write(r->m, !r->connected);
+		if (sock >= 0 && need_out != want_out) {
 			ev = (struct epoll_event) { .events = EPOLLIN | (need_out ? EPOLLOUT : 0u),
 				.data.u32 = EV_SOCKET };
 			if (epoll_ctl(ep, EPOLL_CTL_MOD, sock, &ev) != 0) {
@@ -354,6 +417,8 @@ static int run(struct responder *r, int sfd)
 		uint64_t wake = next_misc;
 		if (r->heap.len && r->heap.v[0].key < wake)
 			wake = r->heap.v[0].key;
+		if (r->retry_at && r->retry_at < wake)
+			wake = r->retry_at;
 		arm_timer(tfd, wake);
 
 		struct epoll_event events[4];
@@ -366,8 +431,10 @@ static int run(struct responder *r, int sfd)
 		for (int i = 0; i < n && !r->stopping; i++) {
 			switch (events[i].data.u32) {
 				case EV_SOCKET:
-					mqc_client_io(r->m, (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0,
-					    (events[i].events & EPOLLOUT) != 0, false);
+					if (sock >= 0 && mosquitto_socket(r->m) == sock)
+						mqc_client_io(r->m,
+						    (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0,
+						    (events[i].events & EPOLLOUT) != 0, !r->connected);
 					break;
 				case EV_TIMER: {
 					uint64_t expirations;
@@ -375,6 +442,8 @@ static int run(struct responder *r, int sfd)
 					(void)got;
 					uint64_t now = mqc_now_ns();
 					fire_due(r, now);
+					if (r->retry_at && now >= r->retry_at && mosquitto_socket(r->m) < 0)
+						reconnect(r);
 					if (now >= next_misc) {
 						mqc_client_misc(r->m);
 						next_misc = now + MQC_NS_PER_S;
@@ -390,13 +459,8 @@ static int run(struct responder *r, int sfd)
 				}
 			}
 		}
-		if (!r->stopping && mosquitto_want_write(r->m))
+		if (!r->stopping && r->connected && mosquitto_want_write(r->m))
 			mosquitto_loop_write(r->m, 1); /* replies queued by callbacks go out now */
-		if (mosquitto_socket(r->m) != sock && !r->stopping) {
-			fprintf(stderr, "responder: the broker closed the connection\n");
-			r->exit_code = 1;
-			r->stopping = true;
-		}
 	}
 	close(tfd);
 	close(ep);
@@ -445,10 +509,10 @@ int main(int argc, char **argv)
 		release_slot(&r, (size_t)((struct slot *)mqc_heap_pop(&r.heap) - r.slots));
 	printf("responder: requests=%lu replies=%lu dropped=%lu duplicated=%lu late=%lu stray=%lu "
 	       "retained_ignored=%lu loops_refused=%lu overflow=%lu pending_discarded=%lu "
-	       "publish_errors=%lu\n",
+	       "publish_errors=%lu reconnects=%lu\n",
 	    r.st.requests, r.st.replies, r.st.dropped, r.st.duplicated, r.st.late, r.st.stray,
 	    r.st.retained_ignored, r.st.loops_refused, r.st.overflow, r.st.pending_discarded,
-	    r.st.publish_errors);
+	    r.st.publish_errors, r.st.reconnects);
 	fflush(stdout);
 	mqc_client_close(r.m, 1000); /* DISCONNECT when still connected */
 	mosquitto_lib_cleanup();

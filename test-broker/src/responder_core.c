@@ -28,6 +28,7 @@ enum {
 	O_RETAIN,
 	O_SEED,
 	O_MAX_PENDING,
+	O_EXIT_ON_DISCONNECT,
 };
 
 static const struct mqc_cli_opt options[] = {
@@ -49,6 +50,10 @@ static const struct mqc_cli_opt options[] = {
 	{ "retain", O_RETAIN, NULL, "publish replies retained", 0 },
 	{ "seed", O_SEED, "N", "PRNG seed for the probabilities (default 1)", 0 },
 	{ "max-pending", O_MAX_PENDING, "N", "delayed replies held at once (default 65536)", 0 },
+	{ "exit-on-disconnect", O_EXIT_ON_DISCONNECT, NULL,
+	    "exit 1 when the broker connection is lost (default: connect\nagain with backoff, "
+	    "subscribe again, keep the counters)",
+	    0 },
 	MQC_CLI_END,
 };
 
@@ -71,6 +76,9 @@ static int on_option(const struct mqc_cli *cli, int key, const char *name, const
 			return 0;
 		case O_RETAIN:
 			o->retain = true;
+			return 0;
+		case O_EXIT_ON_DISCONNECT:
+			o->exit_on_disconnect = true;
 			return 0;
 		case O_DELAY:
 		case O_JITTER:
@@ -125,8 +133,10 @@ int rsp_parse_args(int argc, char **argv, struct rsp_options *o, char *err, size
 		.about = "A device simulator: subscribes to a command filter and answers every request.\n"
 		         "MQTT v5 requests with a Response Topic are answered there, echoing their "
 		         "Correlation\nData; requests without one (legacy devices) on --reply-topic or "
-		         "--reply-template.\nPrints RESPONDER_READY once subscribed, and what it did when "
-		         "it exits (SIGINT/SIGTERM).",
+		         "--reply-template.\nPrints RESPONDER_READY once subscribed (again after each "
+		         "reconnect), and what it\ndid when it exits (SIGINT/SIGTERM). A lost broker "
+		         "connection is made again, as a\ndevice does: backoff from 100 ms to 5 s with "
+		         "jitter, the filter subscribed again.",
 		.version = "mqp-responder " MQTTPOOL_VERSION,
 		.opts = options,
 		.conn_opts = MQC_CLI_BROKER | MQC_CLI_CLIENT_ID | MQC_CLI_QOS | MQC_CLI_PROTOCOL,

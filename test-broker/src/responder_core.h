@@ -33,7 +33,8 @@ struct rsp_options {
 	double stray; /* probability of an extra reply with wrong correlation data */
 	bool retain;  /* publish replies with the retain flag */
 	uint64_t seed;
-	size_t max_pending; /* delayed replies held at once */
+	size_t max_pending;      /* delayed replies held at once */
+	bool exit_on_disconnect; /* exit 1 when the broker connection is lost (default: reconnect) */
 };
 
 /**

@@ -171,6 +171,38 @@ static void duplicate_answers_twice(void **state)
 	assert_int_equal(s.replies, 20);
 }
 
+/* A device survives its broker: the broker SIGKILLed and started again on its port, the
+ * responder connects again (backoff from 100 ms to 5 s), subscribes again and answers, its
+ * counters kept. With --exit-on-disconnect it exits 1 instead. */
+static void a_broker_restart_is_survived(void **state)
+{
+	(void)state;
+	struct tb_responder r = tb_test_responder(RESPONDER_PATH, "--filter", "again/#", NULL);
+	struct tb_responder quitter
+	    = tb_test_responder(RESPONDER_PATH, "--filter", "quit/#", "--exit-on-disconnect", NULL);
+	assert_int_equal(send_and_count("again", 1, 300), 1);
+	assert_int_equal(tb_broker_signal(tb_test_broker(), SIGKILL), 0);
+	int status = 0;
+	pid_t got = 0;
+	for (uint64_t until = mqc_now_ns() + 5 * MQC_NS_PER_S;
+	     (got = waitpid(quitter.pid, &status, WNOHANG)) == 0 && mqc_now_ns() < until;)
+		nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
+	assert_int_equal(got, quitter.pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+	unlink(quitter.log);
+	char err[512];
+	if (tb_broker_restart(tb_test_broker(), err, sizeof err) != 0)
+		fail_msg("restart: %s", err);
+	int answered = 0;
+	for (uint64_t until = mqc_now_ns() + 10 * MQC_NS_PER_S; !answered && mqc_now_ns() < until;)
+		answered = send_and_count("again", 1, 300); /* until it has subscribed again */
+	assert_int_equal(answered, 1);
+	struct tb_responder_summary s = tb_test_responder_stop(&r);
+	assert_true(s.requests >= 2);
+	assert_int_equal(s.replies, s.requests);
+	assert_int_equal(s.reconnects, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -179,6 +211,7 @@ int main(void)
 		cmocka_unit_test(delay_holds_every_reply),
 		cmocka_unit_test(drop_leaves_requests_unanswered),
 		cmocka_unit_test(duplicate_answers_twice),
+		cmocka_unit_test(a_broker_restart_is_survived), /* last: it restarts the broker */
 	};
 	struct tb_options options = { .no_tls = true };
 	return TB_TEST_RUN(tests, &options);

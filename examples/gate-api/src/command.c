@@ -44,6 +44,11 @@ static void respond_command(struct worker *w, struct call *c)
 	if (c->rc == MQP_ETIMEDOUT)
 		snprintf(why, sizeof why, "device %s did not answer %s within %u ms", rt->device,
 		    rt->command, s->cfg.timeout_ms);
+	else if (c->rc == MQP_ENORESPONDER)
+		snprintf(why, sizeof why,
+		    "the broker found nobody subscribed to device %s's %s command: the device is not "
+		    "connected, or does not listen for it",
+		    rt->device, rt->command);
 	else if ((c->rc == MQP_ECONNECT || c->rc == MQP_EREFUSED || c->rc == MQP_ECONNLOST)
 	    && rt->backend == GATE_POOL)
 		mqp_pool_last_error(w->pool, why, sizeof why);
@@ -105,6 +110,8 @@ static int naive_status(int mqc_req_result)
 			return MQP_EREFUSED;
 		case MQC_REQ_DENIED:
 			return MQP_EDENIED;
+		case MQC_REQ_NORESPONDER:
+			return MQP_ENORESPONDER;
 		case MQC_REQ_NOMEM:
 			return MQP_ENOMEM;
 		default:

@@ -170,7 +170,9 @@ int gate_http_status(int err)
 			return 502; /* the broker is unreachable, or refuses the gateway */
 		case MQP_ECLOSED:
 		case MQP_EEXHAUSTED:
-			return 503; /* shutting down, or every pooled connection stayed busy */
+		case MQP_ENORESPONDER:
+			return 503; /* shutting down, every pooled connection stayed busy, or no device
+			               listens for the command */
 		case MQP_EINVAL:
 		case MQP_ETOOBIG:
 			return 400;
@@ -198,6 +200,8 @@ const char *gate_error_code(int err)
 			return "shutting_down";
 		case MQP_EEXHAUSTED:
 			return "pool_exhausted";
+		case MQP_ENORESPONDER:
+			return "no_responder";
 		case MQP_EINVAL:
 		case MQP_ETOOBIG:
 			return "bad_request";

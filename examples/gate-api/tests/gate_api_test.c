@@ -212,11 +212,14 @@ static void commands_round_trip_on_both_routes(void **state)
 static void a_silent_device_is_504(void **state)
 {
 	(void)state;
+	/* Subscribed to its commands, and never answers. */
+	struct tb_client *silent = tb_test_connect(tb_test_info()->mqtt_url, 5);
+	assert_int_equal(tb_client_subscribe(silent, "devices/silent/commands/#", 1, 0, NULL), 1);
 	struct gate g = gate_start(NULL, "--timeout", "300ms", NULL);
 	for (int naive = 0; naive < 2; naive++) {
 		uint64_t t0 = mqc_now_ns();
 		struct http_result r = http(g.port, "POST",
-		    naive ? "/naive/devices/nobody/commands/mute" : "/devices/nobody/commands/mute", "");
+		    naive ? "/naive/devices/silent/commands/mute" : "/devices/silent/commands/mute", "");
 		uint64_t took = mqc_now_ns() - t0;
 		assert_int_equal(r.status, 504);
 		char buf[128];
@@ -224,6 +227,31 @@ static void a_silent_device_is_504(void **state)
 		assert_non_null(strstr(json_str(r.body, "message", buf, sizeof buf), "within 300 ms"));
 		assert_true(took >= 300 * MQC_NS_PER_MS && took < 3 * MQC_NS_PER_S);
 	}
+	gate_stop(&g, 5000);
+	tb_client_destroy(silent);
+}
+
+/* At QoS 1 the broker's PUBACK says nobody is subscribed (v5 reason 0x10): answered at once, on
+ * both routes, not at the timeout. At QoS 0 nothing says so: the timeout. */
+static void a_device_nobody_listens_for_is_503_at_once(void **state)
+{
+	(void)state;
+	struct gate g = gate_start(NULL, "--timeout", "5s", NULL);
+	for (int naive = 0; naive < 2; naive++) {
+		uint64_t t0 = mqc_now_ns();
+		struct http_result r = http(g.port, "POST",
+		    naive ? "/naive/devices/nobody/commands/mute" : "/devices/nobody/commands/mute", "");
+		uint64_t took = mqc_now_ns() - t0;
+		assert_int_equal(r.status, 503);
+		char buf[256];
+		assert_string_equal(json_str(r.body, "error", buf, sizeof buf), "no_responder");
+		assert_non_null(strstr(json_str(r.body, "message", buf, sizeof buf), "nobody subscribed"));
+		assert_true(took < 1 * MQC_NS_PER_S); /* the timeout is 5 s */
+	}
+	gate_stop(&g, 5000);
+	g = gate_start(NULL, "--timeout", "300ms", "--qos", "0", NULL);
+	struct http_result r = http(g.port, "POST", "/devices/nobody/commands/mute", "");
+	assert_int_equal(r.status, 504);
 	gate_stop(&g, 5000);
 }
 
@@ -792,7 +820,7 @@ static void the_broker_going_down_is_502_then_the_gateway_recovers(void **state)
 	until = mqc_now_ns() + 5 * MQC_NS_PER_S;
 	while (tb_broker_alive(tb_test_broker(), NULL) && mqc_now_ns() < until)
 		nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
-	tb_test_responder_kill(&dev); /* it exits when its broker goes */
+	tb_test_responder_kill(&dev); /* not needed past here */
 	/* The pool has seen the close once /healthz says it has no connection. */
 	until = mqc_now_ns() + 5 * MQC_NS_PER_S;
 	while (http(g.port, "GET", "/healthz", NULL).status != 503 && mqc_now_ns() < until)
@@ -1091,6 +1119,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(commands_round_trip_on_both_routes),
 		cmocka_unit_test(a_silent_device_is_504),
+		cmocka_unit_test(a_device_nobody_listens_for_is_503_at_once),
 		cmocka_unit_test(bad_input_is_refused_and_never_published),
 		cmocka_unit_test(http_pipelining_continue_head_and_413),
 		cmocka_unit_test(header_sizes_are_bounded),

@@ -108,6 +108,8 @@ static void errors_map_to_http_statuses(void **state)
 	assert_int_equal(gate_http_status(MQP_ECLOSED), 503);
 	assert_int_equal(gate_http_status(MQP_EEXHAUSTED), 503);
 	assert_string_equal(gate_error_code(MQP_EEXHAUSTED), "pool_exhausted");
+	assert_int_equal(gate_http_status(MQP_ENORESPONDER), 503);
+	assert_string_equal(gate_error_code(MQP_ENORESPONDER), "no_responder");
 	assert_int_equal(gate_http_status(MQP_EINVAL), 400);
 	assert_int_equal(gate_http_status(MQP_ENOMEM), 500);
 	assert_string_equal(gate_error_code(MQP_ETIMEDOUT), "device_timeout");
