@@ -27,6 +27,16 @@ struct mqc_url {
  */
 int mqc_url_parse(const char *text, struct mqc_url *out, char *err, size_t errlen);
 
+/**
+ * Parse a list of brokers: one scheme, then HOST[:PORT] items separated by commas, as libpq's
+ * multi-host strings (`mqtt://a:1883,b:1883,[::1]:1884`); one item is a list of one. Every item
+ * is checked as mqc_url_parse checks a URL, none may be empty or listed twice, at most max.
+ *
+ * @return 0 with out[0..*n) filled; -1 with a message in err naming the problem.
+ */
+int mqc_url_list_parse(
+    const char *text, struct mqc_url *out, size_t max, size_t *n, char *err, size_t errlen);
+
 /** Format as `scheme://host:port` (IPv6 hosts bracketed). Returns snprintf's result. */
 int mqc_url_format(const struct mqc_url *url, char *buf, size_t len);
 

@@ -41,6 +41,9 @@ int mqc_url_parse(const char *text, struct mqc_url *out, char *err, size_t errle
 	size_t authority = strcspn(p, "/?#");
 	if (p[authority] == '?' || p[authority] == '#' || (p[authority] == '/' && p[authority + 1]))
 		return fail(err, errlen, text, "paths and queries are not allowed");
+	if (memchr(p, ',', authority))
+		return fail(
+		    err, errlen, text, "a list of brokers (host1,host2) is not taken here: give one");
 	if (memchr(p, '@', authority))
 		return fail(err, errlen, text,
 		    "credentials in the URL are not supported (use --username/--password)");
@@ -105,4 +108,39 @@ int mqc_url_format(const struct mqc_url *url, char *buf, size_t len)
 	if (strchr(url->host, ':'))
 		return snprintf(buf, len, "%s://[%s]:%d", scheme, url->host, url->port);
 	return snprintf(buf, len, "%s://%s:%d", scheme, url->host, url->port);
+}
+
+int mqc_url_list_parse(
+    const char *text, struct mqc_url *out, size_t max, size_t *n, char *err, size_t errlen)
+{
+	const char *rest = text ? strstr(text, "://") : NULL;
+	if (!rest) /* no scheme: mqc_url_parse says what is wrong */
+		return mqc_url_parse(text, out, err, errlen) == 0 ? (*n = 1, 0) : -1;
+	rest += 3;
+	size_t scheme_len = (size_t)(rest - text), count = 0;
+	for (const char *item = rest;; item++) {
+		size_t len = strcspn(item, ",");
+		char one[MQC_URL_HOST_MAX + 32];
+		if (len == 0 || (len == 1 && *item == '/'))
+			return fail(err, errlen, text, "an empty broker in the list");
+		if (scheme_len + len >= sizeof one)
+			return fail(err, errlen, text, "a broker in the list is too long");
+		if (count == max) {
+			char why[64];
+			snprintf(why, sizeof why, "more than %zu brokers", max);
+			return fail(err, errlen, text, why);
+		}
+		snprintf(one, sizeof one, "%.*s%.*s", (int)scheme_len, text, (int)len, item);
+		if (mqc_url_parse(one, &out[count], err, errlen) != 0)
+			return -1;
+		for (size_t i = 0; i < count; i++)
+			if (out[i].port == out[count].port && strcmp(out[i].host, out[count].host) == 0)
+				return fail(err, errlen, text, "a broker is listed twice");
+		count++;
+		item += len;
+		if (!*item)
+			break;
+	}
+	*n = count;
+	return 0;
 }

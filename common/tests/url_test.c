@@ -87,12 +87,53 @@ static void rejects_bad_urls_with_reason(void **state)
 	}
 }
 
+static void parses_lists_of_brokers(void **state)
+{
+	(void)state;
+	struct mqc_url u[4];
+	size_t n = 0;
+	char err[256];
+	assert_int_equal(mqc_url_list_parse("mqtts://a:1884,b,[::1]:9/", u, 4, &n, err, sizeof err), 0);
+	assert_int_equal(n, 3);
+	assert_true(u[0].tls && u[1].tls && u[2].tls);
+	assert_string_equal(u[0].host, "a");
+	assert_int_equal(u[0].port, 1884);
+	assert_string_equal(u[1].host, "b");
+	assert_int_equal(u[1].port, 8883);
+	assert_string_equal(u[2].host, "::1");
+	assert_int_equal(u[2].port, 9);
+	assert_int_equal(mqc_url_list_parse("tcp://one:2", u, 4, &n, err, sizeof err), 0);
+	assert_int_equal(n, 1);
+	static const struct {
+		const char *text, *why;
+	} bad[] = {
+		{ "mqtt://a,,b", "an empty broker in the list" },
+		{ "mqtt://a,", "an empty broker in the list" },
+		{ "mqtt://,a", "an empty broker in the list" },
+		{ "mqtt://a:1,b:1,a:1", "listed twice" },
+		{ "mqtt://a,b,c,d,e", "more than 4 brokers" },
+		{ "mqtt://a,b:x", "port is not a number" },
+		{ "mqtt://a,b/path", "paths and queries" },
+		{ "a,b", "scheme must be" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		err[0] = '\0';
+		assert_int_equal(mqc_url_list_parse(bad[i].text, u, 4, &n, err, sizeof err), -1);
+		if (!strstr(err, bad[i].why))
+			fail_msg("%s: '%s' does not say '%s'", bad[i].text, err, bad[i].why);
+	}
+	/* Where one broker is taken, a list is refused saying so. */
+	assert_int_equal(mqc_url_parse("mqtt://a,b", u, err, sizeof err), -1);
+	assert_non_null(strstr(err, "a list of brokers"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(parses_plain_and_tls),
 		cmocka_unit_test(parses_ipv6),
 		cmocka_unit_test(rejects_bad_urls_with_reason),
+		cmocka_unit_test(parses_lists_of_brokers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
-/* libFuzzer: mqc_url_parse never reads past its input, and what it accepts formats back. */
+/* libFuzzer: mqc_url_parse and mqc_url_list_parse never read past their input, what they accept
+ * formats back, and a list never holds one broker twice. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (mqc_url_parse(out, &again, err, sizeof err) != 0 || again.port != url.port
 		    || again.tls != url.tls || strcmp(again.host, url.host) != 0)
 			abort();
+	}
+	struct mqc_url list[4];
+	size_t n = 0;
+	if (mqc_url_list_parse(text, list, 4, &n, err, sizeof err) == 0) {
+		if (n < 1 || n > 4)
+			abort();
+		for (size_t i = 0; i < n; i++) {
+			mqc_url_format(&list[i], out, sizeof out);
+			struct mqc_url again;
+			if (mqc_url_parse(out, &again, err, sizeof err) != 0 || again.tls != list[0].tls)
+				abort();
+			for (size_t j = 0; j < i; j++)
+				if (list[j].port == list[i].port && strcmp(list[j].host, list[i].host) == 0)
+					abort();
+		}
 	}
 	free(text);
 	return 0;
