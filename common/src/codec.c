@@ -825,6 +825,8 @@ mqc_malformed mqc_dec_disconnect(
 				break;
 			if (p.id == MQC_PROP_REASON_STRING)
 				out->text = p.str;
+			else if (p.id == MQC_PROP_SERVER_REFERENCE)
+				out->server_ref = p.str;
 		}
 		if (pr.bad)
 			return pr.bad;

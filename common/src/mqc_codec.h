@@ -264,7 +264,8 @@ mqc_malformed mqc_dec_suback(const struct mqc_packet *pk, int protocol, struct m
 /* A DISCONNECT from the broker (MQTT 5 only). */
 struct mqc_disconnect {
 	uint8_t reason;
-	struct mqc_str text; /* Reason String; len 0: none */
+	struct mqc_str text;       /* Reason String; len 0: none */
+	struct mqc_str server_ref; /* Server Reference (with 0x9C, 0x9D); len 0: none */
 };
 mqc_malformed mqc_dec_disconnect(
     const struct mqc_packet *pk, int protocol, struct mqc_disconnect *out);

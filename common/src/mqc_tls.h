@@ -23,6 +23,11 @@ SSL_CTX *mqc_tls_client_ctx(const char *cafile, const char *certfile, const char
 /** Server Name Indication for host on ssl, unless host is an IP address (SNI is for names). */
 void mqc_tls_set_sni(SSL *ssl, const char *host);
 
+/** This connection's server: its name (or IP address) is what the certificate must hold, and
+ *  a name is sent as SNI - for clients whose connections go to several servers on one context.
+ *  0, or -1 when OpenSSL cannot take it. */
+int mqc_tls_set_peer(SSL *ssl, const char *host);
+
 /**
  * Why a handshake on ssl failed, in words: "certificate verification failed: hostname mismatch"
  * when the peer's certificate was refused, else OpenSSL's first queued error (or "the handshake

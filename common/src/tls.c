@@ -76,6 +76,18 @@ ssl_error:
 	return NULL;
 }
 
+int mqc_tls_set_peer(SSL *ssl, const char *host)
+{
+	X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
+	unsigned char ip[16];
+	if (inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1)
+		return X509_VERIFY_PARAM_set1_ip_asc(param, host) == 1 ? 0 : -1;
+	if (X509_VERIFY_PARAM_set1_host(param, host, 0) != 1)
+		return -1;
+	mqc_tls_set_sni(ssl, host);
+	return 0;
+}
+
 void mqc_tls_set_sni(SSL *ssl, const char *host)
 {
 	unsigned char ip[16];

@@ -145,7 +145,14 @@ struct mqp_pool_options {
 	 * ready) when fd is ready. data is loop->data. NULL: mqp_pool_fd() as before. Both
 	 * adapters set it. */
 	void (*loop_watch)(void *data, int fd, unsigned events, void *tag);
+	/* (0.5) With several brokers in the URL: MQP_LB_RANDOM (0, the default) spreads the
+	 * connections over the nodes that are up, the fewest first, ties at random; MQP_LB_IN_ORDER
+	 * puts every connection on the first node that is up, the others standing by. */
+	int load_balance;
 };
+
+#define MQP_LB_RANDOM   0
+#define MQP_LB_IN_ORDER 1
 
 /** Every default, as a struct initialiser: struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT; */
 #define MQP_POOL_OPTIONS_INIT                                                          \
@@ -177,7 +184,8 @@ struct mqp_loop {
 MQP_API void mqp_pool_options_init(struct mqp_pool_options *options);
 
 /**
- * Create a pool for broker_url (mqtt://host:port or mqtts://host:port) and start its I/O thread,
+ * Create a pool for broker_url (mqtt://host:port or mqtts://host:port, or several brokers as
+ * mqtt://a:1883,b:1883: see load_balance and mqp_pool_node_stats) and start its I/O thread,
  * which opens min_size connections in the background.
  *
  * @return MQP_OK, MQP_EINVAL (bad URL or options), MQP_ETLS (CA, certificate or key file
@@ -532,6 +540,28 @@ struct mqp_pool_stats {
  * the rest); with a NULL pool, all zero (a NULL out is ignored).
  */
 MQP_API void mqp_pool_stats(mqp_pool *pool, struct mqp_pool_stats *out, size_t out_size);
+
+/** One broker node of the pool's URL, as mqp_pool_node_stats gives it. */
+struct mqp_node_stats {
+	char where[272];      /* host:port as listed (IPv6 bracketed) */
+	unsigned connections; /* open or opening on it */
+	unsigned ready;
+	unsigned failing;  /* 1: its last connect failed, or it said to go elsewhere (0x8B, 0x9C,
+	                      0x9D): no connection goes there until its backoff is over */
+	uint64_t requests; /* sent on its connections */
+	uint64_t connects_ok, connects_failed, connections_lost;
+	uint64_t redirects;   /* DISCONNECT or CONNACK 0x8B, 0x9C, 0x9D from it */
+	char last_error[512]; /* what last went wrong there ("" when nothing has) */
+};
+
+/**
+ * The nodes of the pool's URL (mqtt://a:1883,b:1883: two; one URL: one): how many there are is
+ * the return value, and when index is one of them, *out says how that node fares (out_size:
+ * sizeof *out, as mqp_pool_stats). mqp_pool_node_stats(pool, 0, NULL, 0) counts them. A NULL
+ * pool has none.
+ */
+MQP_API unsigned mqp_pool_node_stats(
+    mqp_pool *pool, unsigned index, struct mqp_node_stats *out, size_t out_size);
 
 /**
  * The last connection error, as text ("connect to 127.0.0.1:1: Connection refused", "no CONNACK

@@ -276,18 +276,63 @@ static uint32_t jitter(void)
 	return mqc_random_bytes(&r, sizeof r) == 0 ? r : (uint32_t)mqc_now_ns();
 }
 
-static void backoff(struct mqp_pool *p)
+/* Whether every node is failing, and when the first of them may be tried again. */
+static void nodes_failing(struct mqp_pool *p)
 {
-	atomic_fetch_add(&p->stats.connects_failed, 1);
-	p->backoff_ms = mqp__backoff_next(p->backoff_ms);
-	unsigned wait = mqp__backoff_wait_ms(p->backoff_ms, jitter());
-	p->backoff_until = mqc_now_ns() + (uint64_t)wait * MQC_NS_PER_MS;
 	p->connect_failed = true;
+	p->backoff_until = UINT64_MAX;
+	for (unsigned i = 0; i < p->nnodes; i++) {
+		const struct pnode *n = &p->nodes[i];
+		p->connect_failed &= n->failing;
+		if (n->failing && n->backoff_until < p->backoff_until)
+			p->backoff_until = n->backoff_until;
+	}
+}
+
+/* A connect to node failed (p->last_error says why): it waits, longer each time in a row. */
+static void backoff(struct mqp_pool *p, unsigned node)
+{
+	struct pnode *n = &p->nodes[node];
+	atomic_fetch_add(&p->stats.connects_failed, 1);
+	atomic_fetch_add(&n->connects_failed, 1);
+	n->backoff_ms = mqp__backoff_next(n->backoff_ms);
+	unsigned wait = mqp__backoff_wait_ms(n->backoff_ms, jitter());
+	n->backoff_until = mqc_now_ns() + (uint64_t)wait * MQC_NS_PER_MS;
+	n->failing = true;
+	atomic_store(&n->a_failing, 1);
+	nodes_failing(p);
 	char why[512];
 	pthread_mutex_lock(&p->report_lock);
 	snprintf(why, sizeof why, "%s", p->last_error);
+	snprintf(n->last_error, sizeof n->last_error, "%s", p->last_error);
 	pthread_mutex_unlock(&p->report_lock);
-	mqp__log(p, MQP_LOG_WARNING, "mqttpool: %s; next attempt in %u ms", why, wait);
+	mqp__log(p, MQP_LOG_WARNING, "mqttpool: %s; next attempt %s in %u ms", why,
+	    p->nnodes > 1 ? n->where : "", wait);
+}
+
+/* A ready connection of node c was lost (p->last_error says how). */
+static void lost(struct mqp_pool *p, const struct pconn *c)
+{
+	struct pnode *n = &p->nodes[c->node];
+	atomic_fetch_add(&p->stats.connections_lost, 1);
+	atomic_fetch_add(&n->connections_lost, 1);
+	pthread_mutex_lock(&p->report_lock);
+	snprintf(n->last_error, sizeof n->last_error, "%s", p->last_error);
+	pthread_mutex_unlock(&p->report_lock);
+}
+
+/* c is leaving the node's gauges (closing, or closed). */
+static void node_leave(struct mqp_pool *p, struct pconn *c)
+{
+	if (c->probe || !c->open)
+		return;
+	struct pnode *n = &p->nodes[c->node];
+	if (c->ready)
+		atomic_fetch_sub(&n->a_ready, 1);
+	if (c->stage != STAGE_CLOSING) {
+		n->conns--;
+		atomic_fetch_sub(&n->a_conns, 1);
+	}
 }
 
 static void conn_fail_ops(struct mqp_pool *p, struct pconn *c, int result)
@@ -316,6 +361,7 @@ static void session_free(struct pconn *c)
 
 void mqp__conn_close(struct mqp_pool *p, struct pconn *c)
 {
+	node_leave(p, c);
 	conn_fail_ops(p, c, MQP_ECONNLOST);
 	mqp__wire_close(&c->w); /* the socket leaves the epoll set as it closes */
 	if (c->receiver)
@@ -353,6 +399,7 @@ void mqp__conn_retire(struct mqp_pool *p, struct pconn *c)
 		mqp__conn_close(p, c);
 		return;
 	}
+	node_leave(p, c); /* a closing connection takes no work: another may open meanwhile */
 	c->stage = STAGE_CLOSING;
 	c->ready = false;
 	c->closing_until = mqc_now_ns() + (uint64_t)CLOSING_MS * MQC_NS_PER_MS;
@@ -372,18 +419,24 @@ static void conn_ready(struct pconn *c)
 	    ? UINT64_MAX
 	    : mqp__retire_at(now, lifetime, jitter());
 	atomic_fetch_add(&c->pool->stats.connects_ok, 1);
-	c->pool->backoff_ms = 0;
+	struct pnode *n = &c->pool->nodes[c->node];
+	atomic_fetch_add(&n->connects_ok, 1);
+	atomic_fetch_add(&n->a_ready, 1);
+	n->backoff_ms = 0;
+	n->failing = false;
+	atomic_store(&n->a_failing, 0);
 	c->pool->connect_failed = false;
 	c->pool->refused = false;
 	atomic_store(&c->pool->stats.v311_only, 0);
 }
 
-/* Open c (a slot, or the probe) to the pool's broker: TCP, TLS, then CONNECT once open. */
-static int conn_start(struct mqp_pool *p, struct pconn *c, int protocol)
+/* Open c (a slot, or the probe) to node: TCP, TLS, then CONNECT once open. */
+static int conn_start(struct mqp_pool *p, struct pconn *c, int protocol, unsigned node)
 {
 	bool probe = c->probe;
 	*c = (struct pconn) {
 		.pool = p,
+		.node = node,
 		.w = { .fd = -1 },
 		.probe = probe,
 		.protocol = protocol,
@@ -409,27 +462,31 @@ static int conn_start(struct mqp_pool *p, struct pconn *c, int protocol)
 	}
 	c->connect_start = mqc_now_ns();
 	c->connect_deadline = c->connect_start + (uint64_t)p->opt.connect_timeout_ms * MQC_NS_PER_MS;
-	if (mqp__wire_start(&c->w, p->url.host, p->url.port, p->ssl_ctx, &p->watcher, c)
+	struct pnode *n = &p->nodes[node];
+	if (mqp__wire_start(&c->w, n->url.host, n->url.port, n->next_addr++, p->ssl_ctx, &p->watcher, c)
 	    != MQP_WIRE_OK) {
 		mqp__set_error(p, "%s", c->w.err);
 		return -1;
 	}
 	c->open = true;
+	if (!probe) {
+		n->conns++;
+		atomic_fetch_add(&n->a_conns, 1);
+	}
 	return 0;
 }
 
-void mqp__conn_open(struct mqp_pool *p, struct pconn *c)
+void mqp__conn_open(struct mqp_pool *p, struct pconn *c, unsigned node)
 {
-	if (conn_start(p, c, p->opt.protocol) != 0) {
+	if (conn_start(p, c, p->opt.protocol, node) != 0) {
 		*c = (struct pconn) { .w = { .fd = -1 } };
-		backoff(p);
+		backoff(p, node);
 		return;
 	}
 	if (mqp__corr_init(&c->corr) != 0) {
 		mqp__set_error(p, "no random bytes for a correlation key: %s", strerror(errno));
-		mqp__wire_close(&c->w);
-		*c = (struct pconn) { .w = { .fd = -1 } };
-		backoff(p);
+		mqp__conn_close(p, c);
+		backoff(p, node);
 		return;
 	}
 	snprintf(c->inbox, sizeof c->inbox, "%s/%s", p->inbox_prefix, c->id);
@@ -456,7 +513,7 @@ static void suspect_v311(struct mqp_pool *p, const struct pconn *c, const char *
 	if (p->probe_state == PROBE_RUNNING)
 		return;
 	p->probe.probe = true;
-	if (conn_start(p, &p->probe, 4) != 0) {
+	if (conn_start(p, &p->probe, 4, c->node) != 0) {
 		mqp__conn_close(p, &p->probe);
 		p->probe_state = PROBE_DONE;
 		return;
@@ -512,6 +569,46 @@ static void conn_error(struct mqp_pool *p, struct pconn *c, const char *fmt, ...
 	c->dead = true;
 	if (!c->ready)
 		c->failed_connect = true;
+}
+
+/* The node of c said not to come back for now: shutting down (0x8B), use another server (0x9C),
+ * or moved (0x9D). It waits its backoff like a node that failed, so new connections go to the
+ * other nodes; a Server Reference naming one of the listed nodes ("host[:port]", the first of a
+ * space-separated list) is where the next connection goes - once per redirect, and never to a
+ * server outside the list (an address the broker sends is not one the application chose). */
+static void redirect(struct mqp_pool *p, const struct pconn *c, struct mqc_str ref)
+{
+	if (c->probe)
+		return;
+	struct pnode *n = &p->nodes[c->node];
+	atomic_fetch_add(&n->redirects, 1);
+	n->backoff_ms = mqp__backoff_next(n->backoff_ms);
+	n->backoff_until
+	    = mqc_now_ns() + (uint64_t)mqp__backoff_wait_ms(n->backoff_ms, jitter()) * MQC_NS_PER_MS;
+	n->failing = true;
+	atomic_store(&n->a_failing, 1);
+	nodes_failing(p);
+	size_t len = 0;
+	while (len < ref.len && ref.p[len] != ' ')
+		len++;
+	char target[MQC_URL_HOST_MAX + 16];
+	if (len == 0 || len >= sizeof target)
+		return;
+	memcpy(target, ref.p, len);
+	target[len] = '\0';
+	for (unsigned i = 0; i < p->nnodes; i++) {
+		char alone[MQC_URL_HOST_MAX + 8];
+		snprintf(alone, sizeof alone, "%s", p->nodes[i].url.host);
+		if (i != c->node
+		    && (strcmp(target, p->nodes[i].where) == 0 || strcmp(target, alone) == 0)) {
+			p->redirect_to = (int)i;
+			return;
+		}
+	}
+	mqp__log(p, MQP_LOG_WARNING,
+	    "mqttpool: the broker at %s named %s as the server to use: not one of the pool's "
+	    "brokers, so not followed",
+	    c->w.where, target);
 }
 
 /* The broker broke the protocol: counted, said, and the connection closed cleanly. */
@@ -918,6 +1015,14 @@ static void on_connack(struct mqp_pool *p, struct pconn *c, const struct mqc_pac
 		suspect_v311(p, c, cause, true);
 		return;
 	}
+	if (c->protocol == 5 && !a.v311_form
+	    && (a.code == MQC_RC_USE_ANOTHER_SERVER || a.code == MQC_RC_SERVER_MOVED)) {
+		conn_error(p, c, "the broker at %s sent the pool elsewhere: %s (reason 0x%X)%s%.*s",
+		    c->w.where, mqc_reason_text(a.code), a.code, a.server_ref.len ? ", to " : "",
+		    (int)a.server_ref.len, a.server_ref.p ? a.server_ref.p : "");
+		redirect(p, c, a.server_ref);
+		return;
+	}
 	if (a.code != 0) {
 		bool v311 = c->protocol != 5 || a.v311_form; /* the code is of the shape it came in */
 		p->refused = true;
@@ -1183,11 +1288,15 @@ static void on_disconnect(struct mqp_pool *p, struct pconn *c, const struct mqc_
 		protocol_error(p, c, why);
 		return;
 	}
-	if (c->ready)
-		atomic_fetch_add(&p->stats.connections_lost, 1);
-	conn_error(p, c, "the broker at %s closed the connection: %s (reason %u)%s%.*s%s", c->w.where,
+	bool was_ready = c->ready;
+	conn_error(p, c, "the broker at %s closed the connection: %s (reason 0x%X)%s%.*s%s", c->w.where,
 	    mqc_reason_text(d.reason), d.reason, d.text.len ? ": \"" : "", (int)d.text.len,
 	    d.text.p ? d.text.p : "", d.text.len ? "\"" : "");
+	if (was_ready)
+		lost(p, c);
+	if (d.reason == MQC_RC_SERVER_SHUTTING_DOWN || d.reason == MQC_RC_USE_ANOTHER_SERVER
+	    || d.reason == MQC_RC_SERVER_MOVED)
+		redirect(p, c, d.server_ref);
 }
 
 static void handle(struct mqp_pool *p, struct pconn *c, const struct mqc_packet *pk)
@@ -1291,15 +1400,15 @@ void mqp__conn_io(struct mqp_pool *p, struct pconn *c, uint32_t events)
 	}
 	if (!c->dead && r == MQP_WIRE_EOF) {
 		if (c->ready) {
-			atomic_fetch_add(&p->stats.connections_lost, 1);
 			conn_error(p, c, "connection to %s lost: the broker closed it", c->w.where);
+			lost(p, c);
 		} else {
 			closed_early(p, c, "the broker closed it");
 		}
 	} else if (!c->dead && r == MQP_WIRE_ERROR) {
 		if (c->ready) {
-			atomic_fetch_add(&p->stats.connections_lost, 1);
 			conn_error(p, c, "connection to %s lost: %s", c->w.where, c->w.err);
+			lost(p, c);
 		} else if (c->w.state == MQP_WIRE_OPEN) {
 			closed_early(p, c, c->w.err);
 		} else if (c->probe) {
@@ -1309,6 +1418,17 @@ void mqp__conn_io(struct mqp_pool *p, struct pconn *c, uint32_t events)
 		}
 	}
 	c->read_in_turn |= readable;
+	mqp__conn_settle(p, c);
+}
+
+void mqp__conn_poll(struct mqp_pool *p, struct pconn *c)
+{
+	if (mqp__wire_poll(&c->w) == MQP_WIRE_OK)
+		return;
+	if (c->probe)
+		probe_verdict(p, false, 0, c->w.err);
+	else
+		conn_error(p, c, "%s", c->w.err);
 	mqp__conn_settle(p, c);
 }
 
@@ -1325,8 +1445,8 @@ void mqp__conn_flush(struct mqp_pool *p, struct pconn *c)
 	if (mqp__wire_pending(&c->w)) {
 		if (mqp__wire_flush(&c->w) != MQP_WIRE_OK) {
 			if (c->ready) {
-				atomic_fetch_add(&p->stats.connections_lost, 1);
 				conn_error(p, c, "connection to %s lost: %s", c->w.where, c->w.err);
+				lost(p, c);
 			} else {
 				closed_early(p, c, c->w.err);
 			}
@@ -1354,9 +1474,9 @@ void mqp__conn_misc(struct mqp_pool *p, struct pconn *c, uint64_t now)
 		return;
 	uint64_t keepalive = (uint64_t)c->keepalive_s * MQC_NS_PER_S;
 	if (c->ping_out && now - c->ping_sent > keepalive && c->last_rx < c->ping_sent) {
-		atomic_fetch_add(&p->stats.connections_lost, 1);
 		conn_error(p, c, "connection to %s lost: no answer to PINGREQ within the %u s keepalive",
 		    c->w.where, c->keepalive_s);
+		lost(p, c);
 		mqp__conn_settle(p, c);
 		return;
 	}
@@ -1382,7 +1502,7 @@ void mqp__conn_settle(struct mqp_pool *p, struct pconn *c)
 		return;
 	}
 	if (c->failed_connect || !c->ready)
-		backoff(p);
+		backoff(p, c->node);
 	/* What is queued (a DISCONNECT with a reason) goes now, then the socket closes. */
 	if (mqp__wire_pending(&c->w))
 		mqp__wire_flush(&c->w);

@@ -25,7 +25,9 @@ void mqp__log(struct mqp_pool *p, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Start connecting slot c; on failure c stays closed and the pool backs off. */
-void mqp__conn_open(struct mqp_pool *p, struct pconn *c);
+void mqp__conn_open(struct mqp_pool *p, struct pconn *c, unsigned node);
+/* c's broker name is being resolved: if the answer is in, the connect starts (or fails). */
+void mqp__conn_poll(struct mqp_pool *p, struct pconn *c);
 /* Close c now: its calls fail with MQP_ECONNLOST, its lease's messages are dropped. */
 void mqp__conn_close(struct mqp_pool *p, struct pconn *c);
 /* Say goodbye (DISCONNECT, sent at once) and close (the pool's end: nothing waits). */

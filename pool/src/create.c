@@ -36,6 +36,7 @@ static void pool_free(struct mqp_pool *p)
 	free(p->certfile);
 	free(p->keyfile);
 	free(p->conns);
+	free(p->nodes);
 	free(p->lease_gen);
 	free(p->lease_held);
 	free(p->lease_info);
@@ -104,9 +105,32 @@ mqp_err mqp_pool_new(const char *broker_url, const struct mqp_pool_options *opti
 	p->inbox.evfd = -1;
 	pthread_mutex_init(&p->report_lock, NULL);
 	char urlerr[256];
-	if (!broker_url || mqc_url_parse(broker_url, &p->url, urlerr, sizeof urlerr) != 0) {
+	struct mqc_url urls[MQP_NODES_MAX];
+	size_t nurls = 0;
+	if (!broker_url
+	    || mqc_url_list_parse(broker_url, urls, MQP_NODES_MAX, &nurls, urlerr, sizeof urlerr)
+	        != 0) {
 		pool_free(p);
 		return fail(err, errlen, MQP_EINVAL, broker_url ? urlerr : "broker_url is NULL");
+	}
+	if (o->load_balance != MQP_LB_RANDOM && o->load_balance != MQP_LB_IN_ORDER) {
+		pool_free(p);
+		return fail(
+		    err, errlen, MQP_EINVAL, "load_balance must be MQP_LB_RANDOM or MQP_LB_IN_ORDER");
+	}
+	p->url = urls[0];
+	p->nnodes = (unsigned)nurls;
+	p->redirect_to = p->move_to = p->move_from = -1;
+	if (!(p->nodes = calloc(nurls, sizeof *p->nodes))) {
+		pool_free(p);
+		return fail(err, errlen, MQP_ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < nurls; i++) {
+		struct pnode *n = &p->nodes[i];
+		n->url = urls[i];
+		snprintf(n->where, sizeof n->where, strchr(n->url.host, ':') ? "[%s]:%d" : "%s:%d",
+		    n->url.host, n->url.port);
+		n->next_addr = (unsigned)i; /* names with several addresses: start apart */
 	}
 	p->opt = *o;
 	p->opt.connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : 5000;

@@ -19,6 +19,7 @@
 #include "logic.h"
 #include "mqc_clock.h"
 #include "mqc_codec.h"
+#include "mqc_random.h"
 
 enum { MISC_INTERVAL_MS = 1000 };
 
@@ -41,15 +42,49 @@ static unsigned count_open(
 	return open;
 }
 
-static void open_one(struct mqp_pool *p)
+/* The nodes as mqp__pick_node sees them now. */
+static void node_views(const struct mqp_pool *p, uint64_t now, struct mqp_node_view *v)
 {
-	if (p->connect_failed && mqc_now_ns() < p->backoff_until)
-		return;
+	for (unsigned i = 0; i < p->nnodes; i++)
+		v[i] = (struct mqp_node_view) { .conns = p->nodes[i].conns,
+			.available = !p->nodes[i].failing || now >= p->nodes[i].backoff_until };
+}
+
+static uint32_t random32(void)
+{
+	uint32_t r;
+	return mqc_random_bytes(&r, sizeof r) == 0 ? r : (uint32_t)mqc_now_ns();
+}
+
+/* Which node the next connection goes to: one a broker's Server Reference named (once), else
+ * as load_balance says among those not waiting for their backoff; -1: none now. */
+static int next_node(struct mqp_pool *p, uint64_t now)
+{
+	struct mqp_node_view v[MQP_NODES_MAX];
+	node_views(p, now, v);
+	int node = p->redirect_to;
+	p->redirect_to = -1;
+	if (node >= 0 && v[node].available)
+		return node;
+	return mqp__pick_node(v, p->nnodes, p->opt.load_balance == MQP_LB_IN_ORDER, random32());
+}
+
+/* Open a connection in a free slot (on node, or where next_node says when node is -1). */
+static bool open_on(struct mqp_pool *p, int node)
+{
+	if (node < 0 && (node = next_node(p, mqc_now_ns())) < 0)
+		return false;
 	for (unsigned i = 0; i < p->opt.max_size; i++)
 		if (!p->conns[i].open && !p->lease_held[i]) { /* a broken lease keeps its slot */
-			mqp__conn_open(p, &p->conns[i]);
-			return;
+			mqp__conn_open(p, &p->conns[i], (unsigned)node);
+			return p->conns[i].open;
 		}
+	return false;
+}
+
+static void open_one(struct mqp_pool *p)
+{
+	open_on(p, -1);
 }
 
 static void start_op(struct mqp_pool *p, struct pconn *c, struct op *op)
@@ -64,6 +99,7 @@ static void start_op(struct mqp_pool *p, struct pconn *c, struct op *op)
 		HASH_ADD(hh, p->pending, corr, MQP_CORR_LEN, op);
 		op->in_pending = true;
 		atomic_fetch_add(&p->stats.requests, 1);
+		atomic_fetch_add(&p->nodes[c->node].requests, 1);
 	} else {
 		atomic_fetch_add(&p->stats.publishes, 1);
 	}
@@ -355,10 +391,15 @@ static void explain_pending_connect(struct mqp_pool *p, uint64_t now)
 	for (unsigned i = 0; i < p->opt.max_size; i++) {
 		const struct pconn *c = &p->conns[i];
 		if (c->open && !c->ready && !c->dead && c->stage != STAGE_CLOSING) {
+			if (c->w.state == MQP_WIRE_RESOLVING) {
+				mqp__set_error(p, "resolving %s: no answer yet after %llu ms", c->w.where,
+				    (unsigned long long)((now - c->connect_start) / MQC_NS_PER_MS));
+				return;
+			}
 			mqp__set_error(p,
-			    "connect to %s:%d: no answer to CONNECT%s yet after %llu ms (the connect "
+			    "connect to %s: no answer to CONNECT%s yet after %llu ms (the connect "
 			    "timeout is %u ms)",
-			    p->url.host, p->url.port, p->opt.protocol == 5 ? " and the inbox SUBSCRIBE" : "",
+			    c->w.where, p->opt.protocol == 5 ? " and the inbox SUBSCRIBE" : "",
 			    (unsigned long long)((now - c->connect_start) / MQC_NS_PER_MS),
 			    p->opt.connect_timeout_ms);
 			return;
@@ -389,8 +430,9 @@ static void expire(struct mqp_pool *p, uint64_t now)
 	for (unsigned i = 0; i < p->opt.max_size; i++) {
 		struct pconn *c = &p->conns[i];
 		if (c->open && !c->ready && c->stage != STAGE_CLOSING && now > c->connect_deadline) {
-			mqp__set_error(p, "connect to %s:%d: not ready within %u ms", p->url.host, p->url.port,
-			    p->opt.connect_timeout_ms);
+			mqp__set_error(p, "%s %s: not %s within %u ms",
+			    c->w.state == MQP_WIRE_RESOLVING ? "resolving" : "connect to", c->w.where,
+			    c->w.state == MQP_WIRE_RESOLVING ? "resolved" : "ready", p->opt.connect_timeout_ms);
 			c->dead = c->failed_connect = true;
 			mqp__conn_settle(p, c);
 		}
@@ -416,6 +458,48 @@ static void publish_gauges(struct mqp_pool *p)
 	atomic_store(&p->stats.queued, queued);
 }
 
+/* Several nodes: a node that is back (or, in order, before the one in use) gets a connection
+ * again, one per eviction interval, never a storm: a new connection opens on it first, and only
+ * once that one is ready does an idle connection of the node it relieves retire (move_done). */
+static void rebalance(struct mqp_pool *p, uint64_t now)
+{
+	if (p->nnodes < 2 || p->move_to >= 0)
+		return;
+	struct mqp_node_view v[MQP_NODES_MAX];
+	node_views(p, now, v);
+	bool in_order = p->opt.load_balance == MQP_LB_IN_ORDER;
+	int to = mqp__pick_node(v, p->nnodes, in_order, random32());
+	unsigned from;
+	if (to < 0 || !mqp__should_move(v, p->nnodes, in_order, (unsigned)to, &from))
+		return;
+	if (!open_on(p, to))
+		return; /* no free slot, or it failed at once: its backoff says when to try again */
+	p->move_to = to;
+	p->move_from = (int)from;
+}
+
+/* A move under way: once its node has a ready connection, an idle one of the relieved node
+ * retires; if the new one failed, the move is over. */
+static void move_done(struct mqp_pool *p)
+{
+	struct pnode *to = &p->nodes[p->move_to];
+	if (to->failing || to->conns == 0) {
+		p->move_to = p->move_from = -1;
+		return;
+	}
+	if (!atomic_load(&to->a_ready))
+		return;
+	for (unsigned i = 0; i < p->opt.max_size; i++) {
+		struct pconn *c = &p->conns[i];
+		if (c->open && c->ready && !c->dead && !c->leased && !c->inflight
+		    && c->node == (unsigned)p->move_from) {
+			mqp__conn_retire(p, c);
+			break;
+		}
+	}
+	p->move_to = p->move_from = -1; /* none idle: the next interval looks again */
+}
+
 /* Idle connections above min_size close; old ones retire; long-held leases are reported. */
 static void housekeeping(struct mqp_pool *p, uint64_t now)
 {
@@ -434,6 +518,7 @@ static void housekeeping(struct mqp_pool *p, uint64_t now)
 		mqp__conn_retire(p, c);
 		open--;
 	}
+	rebalance(p, now);
 	if (!p->opt.leak_threshold_ms || p->opt.leak_threshold_ms == MQP_NEVER)
 		return;
 	for (unsigned i = 0; i < p->opt.max_size; i++) {
@@ -465,6 +550,19 @@ static uint64_t next_wake(const struct mqp_pool *p, uint64_t now)
 	}
 	if (p->probe.open && p->probe.connect_deadline < wake)
 		wake = p->probe.connect_deadline;
+	/* A name being resolved: looked at again soon - every millisecond at first, then less
+	 * often (at most every 50 ms) the longer the resolver takes. */
+	for (unsigned i = 0; i <= p->opt.max_size; i++) {
+		const struct pconn *c = i < p->opt.max_size ? &p->conns[i] : &p->probe;
+		if (!c->open || c->w.state != MQP_WIRE_RESOLVING)
+			continue;
+		uint64_t waited = now - c->w.resolve_start, step = waited / 4;
+		step = step < MQC_NS_PER_MS     ? MQC_NS_PER_MS
+		    : step > 50 * MQC_NS_PER_MS ? 50 * MQC_NS_PER_MS
+		                                : step;
+		if (now + step < wake)
+			wake = now + step;
+	}
 	if (p->connect_failed && p->backoff_until > now && p->backoff_until < wake)
 		wake = p->backoff_until;
 	if (p->next_housekeeping > now && p->next_housekeeping < wake)
@@ -496,8 +594,15 @@ static void step(struct mqp_pool *p, const struct timespec *timeout)
 		for (int i = 0; i < n; i++)
 			ready_one(p, events[i].data.ptr, events[i].events);
 	}
+	for (unsigned i = 0; i < p->opt.max_size; i++)
+		if (p->conns[i].open && p->conns[i].w.state == MQP_WIRE_RESOLVING)
+			mqp__conn_poll(p, &p->conns[i]);
+	if (p->probe.open && p->probe.w.state == MQP_WIRE_RESOLVING)
+		mqp__conn_poll(p, &p->probe);
 	uint64_t now = mqc_now_ns();
 	expire(p, now);
+	if (p->move_to >= 0)
+		move_done(p);
 	if (now >= p->next_housekeeping) {
 		housekeeping(p, now);
 		p->next_housekeeping = now + (uint64_t)p->opt.eviction_interval_ms * MQC_NS_PER_MS;

@@ -130,6 +130,49 @@ enum mqp_evict mqp__eviction(
 	return MQP_KEEP;
 }
 
+/* --- broker nodes ------------------------------------------------------------------------ */
+
+int mqp__pick_node(const struct mqp_node_view *v, unsigned n, bool in_order, uint32_t random)
+{
+	unsigned fewest = UINT32_MAX, tied = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (!v[i].available)
+			continue;
+		if (in_order)
+			return (int)i;
+		if (v[i].conns < fewest) {
+			fewest = v[i].conns;
+			tied = 0;
+		}
+		tied += v[i].conns == fewest;
+	}
+	if (!tied)
+		return -1;
+	unsigned k = random % tied;
+	for (unsigned i = 0; i < n; i++)
+		if (v[i].available && v[i].conns == fewest && k-- == 0)
+			return (int)i;
+	return -1; /* not reached */
+}
+
+bool mqp__should_move(
+    const struct mqp_node_view *v, unsigned n, bool in_order, unsigned to, unsigned *from)
+{
+	bool found = false;
+	for (unsigned i = 0; i < n; i++) {
+		if (i == to || v[i].conns == 0)
+			continue;
+		if (in_order) {
+			*from = i; /* the last: the standby furthest down the list empties first */
+			found = true;
+		} else if (v[i].conns >= v[to].conns + 2 && (!found || v[i].conns > v[*from].conns)) {
+			*from = i;
+			found = true;
+		}
+	}
+	return found;
+}
+
 /* --- timing ------------------------------------------------------------------------------ */
 
 unsigned mqp__backoff_next(unsigned backoff_ms)

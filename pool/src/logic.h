@@ -33,6 +33,19 @@ bool mqp__should_open(
     unsigned open, unsigned connecting, bool waiting, unsigned min_size, unsigned max_size);
 enum mqp_evict mqp__eviction(
     const struct pconn *c, uint64_t now, unsigned open, unsigned min_size, uint64_t idle_ns);
+/* A broker node as the choice of where a connection goes sees it. */
+struct mqp_node_view {
+	unsigned conns; /* open or opening on it */
+	bool available; /* not failing, or its backoff is over */
+};
+/* Where the next connection goes: in_order, the first available node; otherwise the available
+ * node with the fewest connections, ties broken by random. -1 when none is available. */
+int mqp__pick_node(const struct mqp_node_view *v, unsigned n, bool in_order, uint32_t random);
+/* Whether a connection should move to the node mqp__pick_node chose (to): in_order, when another
+ * node carries any; otherwise when the busiest other node carries at least two more than to.
+ * *from: the node to take it from (the last such node in_order, the busiest otherwise). */
+bool mqp__should_move(
+    const struct mqp_node_view *v, unsigned n, bool in_order, unsigned to, unsigned *from);
 unsigned mqp__backoff_next(unsigned backoff_ms);
 unsigned mqp__backoff_wait_ms(unsigned backoff_ms, uint32_t random);
 uint64_t mqp__retire_at(uint64_t ready_at, uint64_t lifetime_ns, uint32_t random);

@@ -86,10 +86,28 @@ enum pconn_stage {
 	STAGE_CLOSING, /* retiring: DISCONNECT sent, our side shut; closed at the broker's close */
 };
 
+/* A broker node of the URL's list: where connections go, and how it fared. The I/O thread
+ * decides with the plain fields; the atomics and last_error (report_lock) are for
+ * mqp_pool_node_stats on any thread. */
+#define MQP_NODES_MAX 16
+struct pnode {
+	struct mqc_url url;
+	char where[MQC_URL_HOST_MAX + 8]; /* host:port, IPv6 bracketed */
+	unsigned conns;                   /* open or opening on it */
+	bool failing;                     /* its last connect failed: waits for backoff_until */
+	unsigned backoff_ms;
+	uint64_t backoff_until;
+	unsigned next_addr; /* the address of its name the next connection tries first */
+	atomic_uint a_conns, a_ready, a_failing;
+	atomic_uint_fast64_t requests, connects_ok, connects_failed, connections_lost, redirects;
+	char last_error[512];
+};
+
 /* One pooled connection (I/O thread only). */
 struct pconn {
 	struct mqp_pool *pool;
 	struct mqp_wire w; /* its socket, TLS and buffers */
+	unsigned node;     /* which of p->nodes it goes to */
 	bool open, ready, dead, failed_connect;
 	bool probe;   /* p->probe only: a 3.1.1 CONNECT to learn what the broker speaks */
 	int protocol; /* 5, or 4 (MQTT 3.1.1) */
@@ -149,7 +167,9 @@ struct pool_stats {
 struct mqp_pool {
 	/* set at creation, then read-only */
 	struct mqp_pool_options opt;
-	struct mqc_url url;
+	struct mqc_url url; /* the first node's: the scheme (TLS or not) is every node's */
+	struct pnode *nodes;
+	unsigned nnodes;
 	char *client_prefix, *inbox_prefix, *username, *password, *cafile, *certfile, *keyfile;
 	SSL_CTX *ssl_ctx;
 	pthread_t thread;
@@ -180,9 +200,11 @@ struct mqp_pool {
 	struct op *legacy_wait, **legacy_wait_tail; /* legacy requests whose reply topic is busy */
 	struct op *tickets;                         /* async calls by ticket */
 	struct mqc_heap heap;                       /* every op the I/O thread holds, by deadline */
-	unsigned backoff_ms;
-	uint64_t backoff_until;
-	bool connect_failed;
+	uint64_t backoff_until; /* connect_failed: when the first node's backoff ends */
+	int redirect_to;        /* a node a broker's Server Reference named: the next connection's,
+	                           once; -1: none */
+	int move_to, move_from; /* a connection moving between nodes (rebalance); -1: none */
+	bool connect_failed;    /* every node's last connect failed */
 	bool refused;       /* the last connect was refused (CONNACK, or a protocol the broker does not
 	                       speak, confirmed): waiting calls fail at once with MQP_EREFUSED */
 	uint64_t next_misc; /* keepalive for every connection */

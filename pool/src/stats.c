@@ -87,6 +87,32 @@ void mqp_pool_stats(mqp_pool *p, struct mqp_pool_stats *out, size_t out_size)
 	fill(out, out_size, &all, sizeof all);
 }
 
+unsigned mqp_pool_node_stats(
+    mqp_pool *p, unsigned index, struct mqp_node_stats *out, size_t out_size)
+{
+	if (!p)
+		return 0;
+	if (out && index < p->nnodes) {
+		struct pnode *n = &p->nodes[index];
+		struct mqp_node_stats one = {
+			.connections = atomic_load(&n->a_conns),
+			.ready = atomic_load(&n->a_ready),
+			.failing = atomic_load(&n->a_failing),
+			.requests = atomic_load(&n->requests),
+			.connects_ok = atomic_load(&n->connects_ok),
+			.connects_failed = atomic_load(&n->connects_failed),
+			.connections_lost = atomic_load(&n->connections_lost),
+			.redirects = atomic_load(&n->redirects),
+		};
+		snprintf(one.where, sizeof one.where, "%s", n->where);
+		pthread_mutex_lock(&p->report_lock);
+		snprintf(one.last_error, sizeof one.last_error, "%s", n->last_error);
+		pthread_mutex_unlock(&p->report_lock);
+		fill(out, out_size, &one, sizeof one);
+	}
+	return p->nnodes;
+}
+
 const char *mqp_pool_last_error(mqp_pool *p, char *buf, size_t len)
 {
 	if (!buf || !len)

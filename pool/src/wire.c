@@ -5,20 +5,26 @@
 #define _GNU_SOURCE
 #include "wire.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "mqc_clock.h"
 #include "mqc_net.h"
 #include "mqc_tls.h"
+#include "mqc_url.h"
 #include "mqttpool.h"
 
 enum {
@@ -91,22 +97,133 @@ static enum mqp_wire_result try_next(struct mqp_wire *w, int last_errno)
 	return fail(w, "connect to", strerror(last_errno ? last_errno : ECONNREFUSED));
 }
 
-enum mqp_wire_result mqp__wire_start(struct mqp_wire *w, const char *host, int port, SSL_CTX *ctx,
-    const struct mqp_watcher *watcher, void *tag)
+/* --- resolving --------------------------------------------------------------------------- */
+
+/* One getaddrinfo_a request. glibc holds it until its notification has run, which may be after
+ * the wire gave up on it (closed while a resolver hangs): two references, the wire's and the
+ * notification's, and the last one frees it. */
+struct mqp_resolve {
+	struct gaicb cb;
+	struct addrinfo hints;
+	atomic_bool done;
+	atomic_int refs;
+	char host[MQC_URL_HOST_MAX];
+	char service[8];
+};
+
+static void resolve_unref(struct mqp_resolve *r)
 {
-	*w = (struct mqp_wire) { .fd = -1, .watcher = watcher, .tag = tag };
+	if (atomic_fetch_sub(&r->refs, 1) != 1)
+		return;
+	if (r->cb.ar_result)
+		freeaddrinfo(r->cb.ar_result);
+	free(r);
+}
+
+static void resolved(union sigval sv)
+{
+	struct mqp_resolve *r = sv.sival_ptr;
+	atomic_store(&r->done, true);
+	resolve_unref(r);
+}
+
+/* The addresses, rotated so that the rotate-th comes first: connections to a name with several
+ * records spread over them. glibc frees an addrinfo list entry by entry, so any order is one. */
+static struct addrinfo *rotated(struct addrinfo *ai, unsigned rotate)
+{
+	unsigned n = 0;
+	for (struct addrinfo *a = ai; a; a = a->ai_next)
+		n++;
+	rotate = n ? rotate % n : 0;
+	if (!rotate)
+		return ai;
+	struct addrinfo *last = ai, *head;
+	for (unsigned i = 1; i < rotate; i++)
+		last = last->ai_next;
+	head = last->ai_next;
+	last->ai_next = NULL;
+	struct addrinfo *tail = head;
+	while (tail->ai_next)
+		tail = tail->ai_next;
+	tail->ai_next = ai;
+	return head;
+}
+
+static bool is_address(const char *host)
+{
+	unsigned char ip[16];
+	return inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
+}
+
+/* Hand host to glibc's resolver threads: the wire is RESOLVING until mqp__wire_poll. */
+static enum mqp_wire_result resolve_start(struct mqp_wire *w, const char *host, const char *service)
+{
+	struct mqp_resolve *r = calloc(1, sizeof *r);
+	if (!r)
+		return fail(w, "cannot resolve", "out of memory");
+	snprintf(r->host, sizeof r->host, "%s", host);
+	snprintf(r->service, sizeof r->service, "%s", service);
+	r->hints = (struct addrinfo) { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+	r->cb
+	    = (struct gaicb) { .ar_name = r->host, .ar_service = r->service, .ar_request = &r->hints };
+	atomic_init(&r->refs, 2);
+	struct sigevent ev = {
+		.sigev_notify = SIGEV_THREAD, .sigev_notify_function = resolved, .sigev_value.sival_ptr = r
+	};
+	struct gaicb *list[] = { &r->cb };
+	int rc = getaddrinfo_a(GAI_NOWAIT, list, 1, &ev);
+	if (rc != 0) {
+		free(r);
+		return fail(w, "cannot resolve", rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+	}
+	w->resolve = r;
+	w->resolve_start = mqc_now_ns();
+	w->state = MQP_WIRE_RESOLVING;
+	return MQP_WIRE_OK;
+}
+
+enum mqp_wire_result mqp__wire_poll(struct mqp_wire *w)
+{
+	struct mqp_resolve *r = w->resolve;
+	if (w->state != MQP_WIRE_RESOLVING || !atomic_load(&r->done))
+		return MQP_WIRE_OK;
+	int rc = gai_error(&r->cb);
+	w->resolve = NULL;
+	if (rc != 0) {
+		resolve_unref(r);
+		return fail(w, "cannot resolve", rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+	}
+	w->ai = w->ai_next = rotated(r->cb.ar_result, w->rotate);
+	r->cb.ar_result = NULL; /* the wire's now */
+	resolve_unref(r);
+	return try_next(w, 0);
+}
+
+/* --- connecting ---------------------------------------------------------------------------- */
+
+enum mqp_wire_result mqp__wire_start(struct mqp_wire *w, const char *host, int port,
+    unsigned rotate, SSL_CTX *ctx, const struct mqp_watcher *watcher, void *tag)
+{
+	*w = (struct mqp_wire) { .fd = -1, .watcher = watcher, .tag = tag, .rotate = rotate };
 	bool v6 = strchr(host, ':') != NULL;
 	snprintf(w->where, sizeof w->where, v6 ? "[%s]:%d" : "%s:%d", host, port);
 	char service[8];
 	snprintf(service, sizeof service, "%d", port);
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
-	int rc = getaddrinfo(host, service, &hints, &w->ai);
-	if (rc != 0) {
-		fail(w, "cannot resolve", rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+	if (is_address(host)) { /* nothing to ask a resolver: at once, without blocking */
+		struct addrinfo hints = { .ai_family = AF_UNSPEC,
+			.ai_socktype = SOCK_STREAM,
+			.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
+		int rc = getaddrinfo(host, service, &hints, &w->ai);
+		if (rc != 0) {
+			fail(w, "cannot resolve", rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+			mqp__wire_close(w);
+			return MQP_WIRE_ERROR;
+		}
+		w->ai_next = w->ai;
+	} else if (resolve_start(w, host, service) != MQP_WIRE_OK) {
 		mqp__wire_close(w);
 		return MQP_WIRE_ERROR;
 	}
-	w->ai_next = w->ai;
 	if (ctx) {
 		w->ssl = SSL_new(ctx);
 		w->rbio = BIO_new(BIO_s_mem());
@@ -121,9 +238,13 @@ enum mqp_wire_result mqp__wire_start(struct mqp_wire *w, const char *host, int p
 		}
 		SSL_set_bio(w->ssl, w->rbio, w->wbio); /* the SSL owns both now */
 		SSL_set_connect_state(w->ssl);
-		mqc_tls_set_sni(w->ssl, host);
+		if (mqc_tls_set_peer(w->ssl, host) != 0) {
+			fail(w, "TLS for", "cannot set the name to verify");
+			mqp__wire_close(w);
+			return MQP_WIRE_ERROR;
+		}
 	}
-	if (try_next(w, 0) != MQP_WIRE_OK) {
+	if (w->state != MQP_WIRE_RESOLVING && try_next(w, 0) != MQP_WIRE_OK) {
 		mqp__wire_close(w);
 		return MQP_WIRE_ERROR;
 	}
@@ -280,7 +401,7 @@ enum mqp_wire_result mqp__wire_io(
 			rc = mqp__wire_flush(w);
 		return rc == MQP_WIRE_OK ? watch(w) : rc;
 	}
-	if (w->state == MQP_WIRE_CLOSED)
+	if (w->state == MQP_WIRE_CLOSED || w->state == MQP_WIRE_RESOLVING)
 		return MQP_WIRE_OK;
 	if (readable)
 		rc = w->ssl ? read_tls(w, scratch, scratch_len) : read_plain(w);
@@ -362,6 +483,8 @@ void mqp__wire_close(struct mqp_wire *w)
 	SSL_free(w->ssl); /* and its two BIOs */
 	if (w->ai)
 		freeaddrinfo(w->ai);
+	if (w->resolve) /* glibc may still be at it: its notification frees it then */
+		resolve_unref(w->resolve);
 	mqc_buf_free(&w->rx);
 	mqc_buf_free(&w->tx);
 	mqc_buf_free(&w->cout);

@@ -39,6 +39,7 @@ struct mqp_watcher {
 
 enum mqp_wire_state {
 	MQP_WIRE_CLOSED,
+	MQP_WIRE_RESOLVING,  /* a host name: getaddrinfo_a works on it, mqp__wire_poll looks */
 	MQP_WIRE_CONNECTING, /* TCP */
 	MQP_WIRE_HANDSHAKE,  /* TLS */
 	MQP_WIRE_OPEN,
@@ -58,8 +59,11 @@ struct mqp_wire {
 	bool short_send;               /* the last send left bytes: watch for EPOLLOUT */
 	bool finishing, shut;          /* mqp__wire_finish: our side ends once sent; it has */
 	struct addrinfo *ai, *ai_next; /* while connecting: the addresses, and the next to try */
-	char where[280];               /* "host:port" for messages */
-	char err[640];                 /* why it failed (mqp__wire_* returned MQP_WIRE_ERROR) */
+	struct mqp_resolve *resolve;   /* while resolving: the request, shared with glibc */
+	unsigned rotate;               /* the address of the name to try first (of those it has) */
+	uint64_t resolve_start;
+	char where[280]; /* "host:port" for messages */
+	char err[640];   /* why it failed (mqp__wire_* returned MQP_WIRE_ERROR) */
 };
 
 enum mqp_wire_result {
@@ -68,12 +72,18 @@ enum mqp_wire_result {
 	MQP_WIRE_ERROR, /* w->err says why */
 };
 
-/* Resolve host (getaddrinfo: this blocks, as libmosquitto's connect did) and start a
- * non-blocking connect to the first address that takes one; later addresses are tried when it
- * fails. ctx: TLS with that context (SNI from host; the context checks the name), or NULL. The
- * socket is watched by watcher with tag. MQP_WIRE_OK or MQP_WIRE_ERROR (w->err; w is closed). */
-enum mqp_wire_result mqp__wire_start(struct mqp_wire *w, const char *host, int port, SSL_CTX *ctx,
-    const struct mqp_watcher *watcher, void *tag);
+/* Start a non-blocking connect to host's addresses, beginning at the rotate-th (modulo how many
+ * it has), the next tried when one fails. An IP address is used as it is; a name is resolved by
+ * glibc's getaddrinfo_a on its own threads, never on the caller's: the wire is RESOLVING until
+ * mqp__wire_poll finds the answer in. ctx: TLS with that context, the server's name (or address)
+ * checked and sent as SNI. The socket is watched by watcher with tag. MQP_WIRE_OK or
+ * MQP_WIRE_ERROR (w->err; w is closed). */
+enum mqp_wire_result mqp__wire_start(struct mqp_wire *w, const char *host, int port,
+    unsigned rotate, SSL_CTX *ctx, const struct mqp_watcher *watcher, void *tag);
+
+/* RESOLVING: has the answer come? Then the connect starts (MQP_WIRE_OK, now CONNECTING), or
+ * MQP_WIRE_ERROR says the name cannot be resolved. Still waiting: MQP_WIRE_OK, RESOLVING. */
+enum mqp_wire_result mqp__wire_poll(struct mqp_wire *w);
 
 /* The socket is readable and/or writable (what epoll said): finish the TCP connect, advance the
  * TLS handshake, read what arrived into rx, send what waits. scratch: room for ciphertext (TLS
