@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conn.h"
 #include "io.h"
 #include "logic.h"
 #include "mqc_clock.h"
+#include "mqc_codec.h"
 #include "op.h"
 #include "pool.h"
 
@@ -84,6 +86,20 @@ static int submit_async(struct mqp_pool *p, struct op *op, mqp_ticket *ticket)
 	return submit(p, op, ticket ? ticket : &unused);
 }
 
+/* A payload no MQTT packet can carry (a Remaining Length is at most 268,435,455 and the topic
+ * takes its share; the API takes at most 256 MiB): refused at once and said in
+ * mqp_pool_last_error, never after waiting for a connection. */
+static bool too_big(struct mqp_pool *p, const char *topic, size_t len)
+{
+	size_t tlen = topic ? strlen(topic) : 0;
+	if (len <= (size_t)256 << 20 && len + tlen + 2 <= MQC_REMAINING_MAX)
+		return false;
+	if (p)
+		mqp__set_error(p, "a PUBLISH to %s of %zu payload bytes does not fit in an MQTT packet",
+		    topic ? topic : "(no topic)", len);
+	return true;
+}
+
 /* A request or publish: MQP_NO_WAIT is refused, since it would be sent and given up at once. */
 static int check_call(struct mqp_pool *p, const char *topic, int qos, unsigned timeout_ms)
 {
@@ -105,7 +121,7 @@ mqp_err mqp_pool_request(mqp_pool *p, const char *topic, const void *payload, si
 		return rc;
 	if (!reply || (len && !payload) || p->opt.protocol != 5)
 		return MQP_EINVAL; /* requests need MQTT 5 (Response Topic, Correlation Data) */
-	if (len > (size_t)256 << 20)
+	if (too_big(p, topic, len))
 		return MQP_ETOOBIG;
 	*reply = (struct mqp_reply) { 0 };
 	uint64_t deadline = deadline_in(p, timeout_ms);
@@ -123,7 +139,7 @@ mqp_err mqp_pool_publish(mqp_pool *p, const char *topic, const void *payload, si
 		return rc;
 	if (len && !payload)
 		return MQP_EINVAL;
-	if (len > (size_t)256 << 20)
+	if (too_big(p, topic, len))
 		return MQP_ETOOBIG;
 	uint64_t deadline = deadline_in(p, timeout_ms);
 	struct op *op = mqp__op_new(OP_PUBLISH, topic, payload, len, qos, retain != 0, deadline);
@@ -261,7 +277,7 @@ static int check_async(struct mqp_pool *p, const char *topic, int qos, const voi
 	if (!p || !topic || !*topic || qos < 0 || qos > 2 || strpbrk(topic, "+#") || !have_cb
 	    || (len && !payload) || timeout_ms == MQP_NO_WAIT)
 		return MQP_EINVAL;
-	if (strlen(topic) >= MQP_TOPIC_MAX || len > (size_t)256 << 20)
+	if (strlen(topic) >= MQP_TOPIC_MAX || too_big(p, topic, len))
 		return MQP_ETOOBIG;
 	return MQP_OK;
 }
@@ -293,7 +309,7 @@ static int legacy_op(struct mqp_pool *p, const char *topic, const void *payload,
 	int rc = mqp__legacy_check(topic, reply_topic);
 	if (rc != MQP_OK)
 		return rc;
-	if (len > (size_t)256 << 20)
+	if (too_big(p, topic, len))
 		return MQP_ETOOBIG;
 	struct op *op = mqp__op_new(OP_LEGACY, topic, payload, len, qos, 0, deadline_in(p, timeout_ms));
 	if (!op)

@@ -458,6 +458,34 @@ static void publish_gauges(struct mqp_pool *p)
 	atomic_store(&p->stats.queued, queued);
 }
 
+/* One idle connection of the node a move relieves retires (none idle: the next interval looks
+ * again). */
+static void retire_idle_of_move_from(struct mqp_pool *p)
+{
+	for (unsigned i = 0; i < p->opt.max_size; i++) {
+		struct pconn *c = &p->conns[i];
+		if (c->open && c->ready && !c->dead && !c->leased && !c->inflight
+		    && c->node == (unsigned)p->move_from) {
+			mqp__conn_retire(p, c);
+			break;
+		}
+	}
+	p->move_to = p->move_from = -1;
+}
+
+/* A move under way: once its node has a ready connection, an idle one of the relieved node
+ * retires; if the new one failed, the move is over. */
+static void move_done(struct mqp_pool *p)
+{
+	struct pnode *to = &p->nodes[p->move_to];
+	if (to->failing || to->conns == 0) {
+		p->move_to = p->move_from = -1;
+		return;
+	}
+	if (atomic_load(&to->a_ready))
+		retire_idle_of_move_from(p);
+}
+
 /* Several nodes: a node that is back (or, in order, before the one in use) gets a connection
  * again, one per eviction interval, never a storm: a new connection opens on it first, and only
  * once that one is ready does an idle connection of the node it relieves retire (move_done). */
@@ -472,32 +500,19 @@ static void rebalance(struct mqp_pool *p, uint64_t now)
 	unsigned from;
 	if (to < 0 || !mqp__should_move(v, p->nnodes, in_order, (unsigned)to, &from))
 		return;
+	bool room = false;
+	for (unsigned i = 0; i < p->opt.max_size && !room; i++)
+		room = !p->conns[i].open && !p->lease_held[i];
+	if (!room) { /* every slot taken: one idle connection of from makes room, to gets it */
+		p->move_from = (int)from;
+		retire_idle_of_move_from(p);
+		p->redirect_to = to;
+		return;
+	}
 	if (!open_on(p, to))
-		return; /* no free slot, or it failed at once: its backoff says when to try again */
+		return; /* it failed at once: its backoff says when to try again */
 	p->move_to = to;
 	p->move_from = (int)from;
-}
-
-/* A move under way: once its node has a ready connection, an idle one of the relieved node
- * retires; if the new one failed, the move is over. */
-static void move_done(struct mqp_pool *p)
-{
-	struct pnode *to = &p->nodes[p->move_to];
-	if (to->failing || to->conns == 0) {
-		p->move_to = p->move_from = -1;
-		return;
-	}
-	if (!atomic_load(&to->a_ready))
-		return;
-	for (unsigned i = 0; i < p->opt.max_size; i++) {
-		struct pconn *c = &p->conns[i];
-		if (c->open && c->ready && !c->dead && !c->leased && !c->inflight
-		    && c->node == (unsigned)p->move_from) {
-			mqp__conn_retire(p, c);
-			break;
-		}
-	}
-	p->move_to = p->move_from = -1; /* none idle: the next interval looks again */
 }
 
 /* Idle connections above min_size close; old ones retire; long-held leases are reported. */

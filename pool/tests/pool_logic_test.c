@@ -244,6 +244,37 @@ static void legacy_reply_topics_must_be_exact_and_not_match_the_command(void **s
 	assert_int_equal(mqp__legacy_check("dev/1/cmd", long_topic), MQP_ETOOBIG);
 }
 
+/* Where a connection goes among broker nodes, and when one moves back. */
+static void connections_go_to_the_nodes_that_are_up(void **state)
+{
+	(void)state;
+	struct mqp_node_view v[3] = { { 2, true }, { 0, false }, { 1, true } };
+	assert_int_equal(mqp__pick_node(v, 3, false, 0), 2); /* the fewest among those up */
+	assert_int_equal(mqp__pick_node(v, 3, true, 0), 0);  /* in order: the first up */
+	v[1].available = true;                               /* its backoff is over */
+	assert_int_equal(mqp__pick_node(v, 3, false, 7), 1);
+	struct mqp_node_view tie[3] = { { 1, true }, { 1, true }, { 1, true } };
+	int seen[3] = { 0 };
+	for (uint32_t r = 0; r < 30; r++)
+		seen[mqp__pick_node(tie, 3, false, r)]++;
+	assert_true(seen[0] == 10 && seen[1] == 10 && seen[2] == 10); /* ties: by the random */
+	struct mqp_node_view down[2] = { { 0, false }, { 3, false } };
+	assert_int_equal(mqp__pick_node(down, 2, false, 0), -1);
+	assert_int_equal(mqp__pick_node(down, 2, true, 0), -1);
+
+	unsigned from = 99;
+	struct mqp_node_view back[3] = { { 3, true }, { 0, true }, { 2, true } };
+	assert_true(mqp__should_move(back, 3, false, 1, &from));
+	assert_int_equal(from, 0); /* the busiest */
+	struct mqp_node_view even[3] = { { 2, true }, { 1, true }, { 2, true } };
+	assert_false(mqp__should_move(even, 3, false, 1, &from)); /* one apart: stays */
+	struct mqp_node_view standby[3] = { { 0, true }, { 1, true }, { 2, true } };
+	assert_true(mqp__should_move(standby, 3, true, 0, &from));
+	assert_int_equal(from, 2); /* in order: the last standby first */
+	struct mqp_node_view first[2] = { { 2, true }, { 0, true } };
+	assert_false(mqp__should_move(first, 2, true, 0, &from));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -259,6 +290,7 @@ int main(void)
 		cmocka_unit_test(correlation_data_is_unguessable_and_opens_only_with_its_key),
 		cmocka_unit_test(a_lease_handle_is_valid_only_for_its_generation),
 		cmocka_unit_test(legacy_reply_topics_must_be_exact_and_not_match_the_command),
+		cmocka_unit_test(connections_go_to_the_nodes_that_are_up),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

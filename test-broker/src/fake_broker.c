@@ -6,7 +6,7 @@
  * holds the connection until the client goes), so it tests how clients name what they meet; every
  * other behaviour is tested against real brokers (mosquitto, and scripts/interop's matrix).
  *
- * Usage: tb-fake-broker --mode MODE [--port N]
+ * Usage: tb-fake-broker --mode MODE [--port N] [--server-ref HOST:PORT]
  *   v311-only   a v5 CONNECT gets a 3.1.1 CONNACK with return code 1 and the connection closes
  *               (aedes); a 3.1.1 CONNECT is accepted
  *   close-v5    a v5 CONNECT is closed without a CONNACK (RabbitMQ 3.10); 3.1.1 is accepted
@@ -22,6 +22,9 @@
  *               nothing: PINGREQ is never answered (a broker, or a path to it, that went dark)
  *   no-wildcards  v5 CONNACK saying Wildcard and Shared Subscription Available 0; a SUBSCRIBE
  *               with a wildcard is refused (0xA2), one without granted; nothing else answered
+ *   redirect    a v5 CONNECT gets CONNACK 0x9C "use another server" with the Server Reference
+ *               --server-ref (EMQX's node evacuation), and the connection closes
+ *   shutdown    a v5 CONNECT gets its CONNACK, then DISCONNECT 0x8B "server shutting down"
  * Prints FAKE_BROKER_URL=mqtt://127.0.0.1:PORT and "ready" once it listens; counts CONNECTs by
  * protocol level and prints them when SIGTERM ends it ("fake-broker: connects v5 N v311 M").
  *
@@ -51,10 +54,13 @@ enum mode {
 	DENY_SUBSCRIBE,
 	SILENT,
 	NO_PINGRESP,
-	NO_WILDCARDS
+	NO_WILDCARDS,
+	REDIRECT,
+	SHUTDOWN
 };
 static const char *const names[] = { "v311-only", "close-v5", "close-all", "refuse", "malformed",
-	"deny-subscribe", "silent", "no-pingresp", "no-wildcards" };
+	"deny-subscribe", "silent", "no-pingresp", "no-wildcards", "redirect", "shutdown" };
+static const char *server_ref = "";
 
 enum { MAX_CLIENTS = 64 };
 
@@ -124,6 +130,28 @@ static void answer(struct client *c, enum mode mode, int level)
 			out = v5 ? ok5_no_wildcards : ok311;
 			len = v5 ? sizeof ok5_no_wildcards : sizeof ok311;
 			break;
+		case REDIRECT: { /* CONNACK 0x9C; properties: Server Reference (0x1C), a string */
+			size_t n = strlen(server_ref) < 200 ? strlen(server_ref) : 200;
+			unsigned char r[256] = { 0x20, (unsigned char)(6 + n), 0, 0x9C, (unsigned char)(3 + n),
+				0x1C, 0, (unsigned char)n };
+			memcpy(r + 8, server_ref, n);
+			if (!v5) {
+				drop(c);
+				return;
+			}
+			send(c->fd, r, 8 + n, MSG_NOSIGNAL);
+			drop(c);
+			return;
+		}
+		case SHUTDOWN: { /* CONNACK, then DISCONNECT 0x8B with no properties */
+			static const unsigned char bye[] = { 0xE0, 2, 0x8B, 0 };
+			if (v5) {
+				send(c->fd, ok5, sizeof ok5, MSG_NOSIGNAL);
+				send(c->fd, bye, sizeof bye, MSG_NOSIGNAL);
+			}
+			drop(c);
+			return;
+		}
 		case SILENT: /* never reached: its connections are read and not answered */
 		case MALFORMED:
 		case DENY_SUBSCRIBE:
@@ -191,18 +219,20 @@ int main(int argc, char **argv)
 					mode = k;
 		} else if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
 			port = atoi(argv[++i]);
+		} else if (strcmp(argv[i], "--server-ref") == 0 && i + 1 < argc) {
+			server_ref = argv[++i];
 		} else {
 			fprintf(stderr,
 			    "usage: tb-fake-broker --mode "
 			    "v311-only|close-v5|close-all|refuse|malformed|deny-subscribe|silent|no-pingresp|"
-			    "no-wildcards [--port N]\n");
+			    "no-wildcards|redirect|shutdown [--port N] [--server-ref HOST:PORT]\n");
 			return 2;
 		}
 	}
 	if (mode < 0) {
 		fprintf(stderr,
 		    "tb-fake-broker: --mode: expected v311-only, close-v5, close-all, refuse, malformed, "
-		    "deny-subscribe, silent, no-pingresp or no-wildcards\n");
+		    "deny-subscribe, silent, no-pingresp, no-wildcards, redirect or shutdown\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);

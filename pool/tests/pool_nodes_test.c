@@ -1,0 +1,350 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The pool against several brokers: independent mosquitto nodes on loopback, each with a device
+ * (the responder), named in one URL. Connections spread over them; a node lost costs only the
+ * requests in flight on it, and new requests never wait for it; a node that returns gets
+ * connections again; in order, the first node that is up carries everything; a broker that sends
+ * the pool elsewhere (0x9C with a Server Reference) or announces its shutdown (0x8B) is left
+ * for the others; a name is resolved off the pool's thread, and one that does not resolve
+ * costs the other nodes nothing.
+ */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mqc_clock.h"
+#include "mqttpool.h"
+#include "pool_test_util.h"
+#include "tb_broker.h"
+#include "tb_test.h"
+
+enum { NODES_MAX = 3 };
+
+/* A mosquitto of its own (anonymous, so one pool's credentials do for all) and its device. */
+struct node {
+	struct tb_broker *broker;
+	struct tb_responder device;
+	int port;
+};
+
+static struct tb_responder device_on(int port, const char *delay)
+{
+	char url[64];
+	snprintf(url, sizeof url, "mqtt://127.0.0.1:%d", port);
+	const char *argv[]
+	    = { RESPONDER_PATH, "--broker", url, "--filter", "n/cmd", "--delay", delay, NULL };
+	return tb_test_spawn("RESPONDER_READY", argv);
+}
+
+static void node_start(struct node *n, const char *delay)
+{
+	struct tb_options o = { .no_tls = true,
+		.no_probe = true,
+		.allow_anonymous = true,
+		.no_password_file = true,
+		.no_acl_file = true };
+	char err[512];
+	if (tb_broker_start(&o, &n->broker, err, sizeof err) != 0)
+		fail_msg("a node: %s", err);
+	n->port = (int)strtol(strrchr(tb_broker_info(n->broker)->mqtt_url, ':') + 1, NULL, 10);
+	n->device = device_on(n->port, delay);
+}
+
+static void node_stop(struct node *n)
+{
+	tb_test_responder_kill(&n->device);
+	tb_broker_stop(n->broker);
+}
+
+/* "mqtt://127.0.0.1:P1,127.0.0.1:P2,..." */
+static void list_url(char *url, size_t len, const struct node *nodes, int n)
+{
+	int at = snprintf(url, len, "mqtt://");
+	for (int i = 0; i < n; i++)
+		at += snprintf(url + at, len - (size_t)at, "%s127.0.0.1:%d", i ? "," : "", nodes[i].port);
+}
+
+static struct mqp_node_stats node_stats(mqp_pool *p, unsigned i)
+{
+	struct mqp_node_stats s;
+	assert_true(i < mqp_pool_node_stats(p, i, &s, sizeof s));
+	return s;
+}
+
+/* Wait until node i of p has at least want ready connections; returns how long it took (ns). */
+static uint64_t wait_ready_on(mqp_pool *p, unsigned i, unsigned want, int timeout_ms)
+{
+	uint64_t t0 = mqc_now_ns(), until = t0 + (uint64_t)timeout_ms * MQC_NS_PER_MS;
+	while (node_stats(p, i).ready < want && mqc_now_ns() < until)
+		nanosleep(&(struct timespec) { .tv_nsec = 5000000 }, NULL);
+	if (node_stats(p, i).ready < want)
+		fail_msg("node %u: %u ready connections after %d ms, not %u", i, node_stats(p, i).ready,
+		    timeout_ms, want);
+	return mqc_now_ns() - t0;
+}
+
+static void connections_spread_over_the_nodes_and_requests_follow(void **state)
+{
+	(void)state;
+	struct node nodes[NODES_MAX];
+	for (int i = 0; i < NODES_MAX; i++)
+		node_start(&nodes[i], "0");
+	char url[256];
+	list_url(url, sizeof url, nodes, NODES_MAX);
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.min_size = o.max_size = 6;
+	mqp_pool *p = new_pool(url, &o);
+	assert_int_equal(mqp_pool_node_stats(p, 0, NULL, 0), NODES_MAX);
+	for (unsigned i = 0; i < NODES_MAX; i++)
+		wait_ready_on(p, i, 2, 5000);
+	enum { N = 60 };
+	static struct async_call calls[N];
+	for (int i = 0; i < N; i++) {
+		calls[i] = (struct async_call) { 0 };
+		snprintf(calls[i].nonce, sizeof calls[i].nonce, "spread-%d", i);
+		assert_int_equal(mqp_pool_request_async(p, "n/cmd", calls[i].nonce, strlen(calls[i].nonce),
+		                     1, 5000, on_async_reply, &calls[i], NULL),
+		    MQP_OK);
+	}
+	for (int i = 0; i < N; i++) {
+		assert_true(wait_flag(&calls[i].calls, 5000));
+		assert_int_equal(atomic_load(&calls[i].result), MQP_OK);
+		assert_int_equal(atomic_load(&calls[i].matched), 1);
+	}
+	for (unsigned i = 0; i < NODES_MAX; i++) {
+		struct mqp_node_stats s = node_stats(p, i);
+		print_message("node %s: %u connections, %llu requests\n", s.where, s.connections,
+		    (unsigned long long)s.requests);
+		assert_int_equal(s.connections, 2);
+		assert_true(s.requests >= N / 6); /* least loaded first: about N / 3 each */
+		assert_int_equal(s.failing, 0);
+	}
+	mqp_pool_destroy(p);
+	for (int i = 0; i < NODES_MAX; i++)
+		node_stop(&nodes[i]);
+}
+
+/* Under requests held 500 ms by every device: node 1 SIGKILLed. The requests in flight on it
+ * fail at once with MQP_ECONNLOST, and only they; new requests go to the other nodes without
+ * waiting; the node back (its device reconnects by itself) carries a connection again within
+ * max(eviction interval, 10 s). */
+static void a_lost_node_costs_only_what_was_in_flight_on_it(void **state)
+{
+	(void)state;
+	struct node nodes[NODES_MAX];
+	for (int i = 0; i < NODES_MAX; i++)
+		node_start(&nodes[i], "500ms");
+	char url[256];
+	list_url(url, sizeof url, nodes, NODES_MAX);
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.min_size = o.max_size = 3;
+	o.eviction_interval_ms = 500;
+	mqp_pool *p = new_pool(url, &o);
+	for (unsigned i = 0; i < NODES_MAX; i++)
+		wait_ready_on(p, i, 1, 5000);
+	enum { N = 30 };
+	static struct async_call calls[N];
+	for (int i = 0; i < N; i++) {
+		calls[i] = (struct async_call) { 0 };
+		snprintf(calls[i].nonce, sizeof calls[i].nonce, "lost-%d", i);
+		assert_int_equal(mqp_pool_request_async(p, "n/cmd", calls[i].nonce, strlen(calls[i].nonce),
+		                     1, 10000, on_async_reply, &calls[i], NULL),
+		    MQP_OK);
+	}
+	struct mqp_pool_stats st;
+	WAIT_FOR_STATS(p, st, st.inflight == N, 2000);
+	assert_int_equal(st.inflight, N);
+	uint64_t on_lost = node_stats(p, 1).requests;
+	assert_int_equal(tb_broker_signal(nodes[1].broker, SIGKILL), 0);
+	uint64_t killed = mqc_now_ns();
+	unsigned failed = 0;
+	for (int i = 0; i < N; i++) {
+		assert_true(wait_flag(&calls[i].calls, 5000));
+		int rc = atomic_load(&calls[i].result);
+		if (rc != MQP_OK && rc != MQP_ECONNLOST)
+			fail_msg("request %d: %s", i, mqp_strerror(rc));
+		failed += rc == MQP_ECONNLOST;
+	}
+	print_message("node lost: %u of %d requests failed (%llu were on it), all done %.0f ms after\n",
+	    failed, N, (unsigned long long)on_lost, (double)(mqc_now_ns() - killed) / 1e6);
+	assert_int_equal(failed, on_lost); /* exactly those in flight on it */
+	assert_true(failed > 0);
+	struct mqp_node_stats lost = node_stats(p, 1);
+	assert_int_equal(lost.failing, 1);
+	assert_true(lost.connections_lost >= 1);
+	char port[16];
+	snprintf(port, sizeof port, ":%d", nodes[1].port);
+	assert_non_null(strstr(lost.last_error, port));
+	/* New requests: answered by the others, none waits for the lost node. */
+	uint64_t slowest = 0;
+	for (int i = 0; i < 10; i++) {
+		struct mqp_reply reply;
+		uint64_t t0 = mqc_now_ns();
+		assert_int_equal(mqp_pool_request(p, "n/cmd", "after", 5, 1, 5000, &reply), MQP_OK);
+		mqp_reply_free(&reply);
+		uint64_t took = mqc_now_ns() - t0;
+		slowest = took > slowest ? took : slowest;
+	}
+	print_message("after the loss: the slowest of 10 requests took %.0f ms (devices hold 500)\n",
+	    (double)slowest / 1e6);
+	assert_true(slowest < 1500 * MQC_NS_PER_MS);
+	/* Back: the node carries a connection again. */
+	char err[512];
+	if (tb_broker_restart(nodes[1].broker, err, sizeof err) != 0)
+		fail_msg("restart: %s", err);
+	uint64_t back = wait_ready_on(p, 1, 1, 10000);
+	print_message("node back: a connection on it again after %.1f s\n", (double)back / 1e9);
+	mqp_pool_destroy(p);
+	for (int i = 0; i < NODES_MAX; i++)
+		node_stop(&nodes[i]);
+}
+
+static void in_order_the_first_node_up_carries_everything(void **state)
+{
+	(void)state;
+	struct node nodes[2];
+	for (int i = 0; i < 2; i++)
+		node_start(&nodes[i], "0");
+	char url[256];
+	list_url(url, sizeof url, nodes, 2);
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.min_size = o.max_size = 2;
+	o.load_balance = MQP_LB_IN_ORDER;
+	o.eviction_interval_ms = 500;
+	mqp_pool *p = new_pool(url, &o);
+	wait_ready_on(p, 0, 2, 5000);
+	assert_int_equal(node_stats(p, 1).connections, 0);
+	assert_int_equal(tb_broker_signal(nodes[0].broker, SIGKILL), 0);
+	wait_ready_on(p, 1, 2, 10000); /* the standby takes over */
+	struct mqp_reply reply;
+	assert_int_equal(mqp_pool_request(p, "n/cmd", "x", 1, 1, 5000, &reply), MQP_OK);
+	mqp_reply_free(&reply);
+	char err[512];
+	if (tb_broker_restart(nodes[0].broker, err, sizeof err) != 0)
+		fail_msg("restart: %s", err);
+	wait_ready_on(p, 0, 1, 10000); /* and the first gets them back */
+	mqp_pool_destroy(p);
+	for (int i = 0; i < 2; i++)
+		node_stop(&nodes[i]);
+}
+
+struct fake {
+	struct tb_responder proc;
+	int port;
+};
+
+static struct fake fake_start(const char *mode, const char *server_ref)
+{
+	const char *argv[] = { FAKE_BROKER_PATH, "--mode", mode, "--server-ref", server_ref, NULL };
+	struct fake f = { .proc = tb_test_spawn("ready", argv) };
+	FILE *log = fopen(f.proc.log, "r");
+	assert_non_null(log);
+	char line[128];
+	while (fgets(line, sizeof line, log))
+		if (sscanf(line, "FAKE_BROKER_URL=mqtt://127.0.0.1:%d", &f.port) == 1)
+			break;
+	fclose(log);
+	assert_true(f.port > 0);
+	return f;
+}
+
+/* In order: the first node sends the pool to the third (0x9C, Server Reference): the connection
+ * goes there, not to the second; a node that announces its shutdown (0x8B) is left for the
+ * next. A Server Reference outside the list is not followed. */
+static void redirects_and_shutdown_notices_are_honoured(void **state)
+{
+	(void)state;
+	struct node nodes[2];
+	for (int i = 0; i < 2; i++)
+		node_start(&nodes[i], "0");
+	char ref[32], url[256];
+	snprintf(ref, sizeof ref, "127.0.0.1:%d", nodes[1].port);
+	struct fake redirect = fake_start("redirect", ref);
+	snprintf(url, sizeof url, "mqtt://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", redirect.port,
+	    nodes[0].port, nodes[1].port);
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.min_size = o.max_size = 1;
+	o.load_balance = MQP_LB_IN_ORDER;
+	mqp_pool *p = new_pool(url, &o);
+	wait_ready_on(p, 2, 1, 5000);
+	assert_int_equal(node_stats(p, 1).connections, 0);
+	struct mqp_node_stats r = node_stats(p, 0);
+	assert_true(r.redirects >= 1);
+	assert_non_null(strstr(r.last_error, "sent the pool elsewhere"));
+	mqp_pool_destroy(p);
+	tb_test_responder_kill(&redirect.proc);
+
+	struct fake bye = fake_start("shutdown", "");
+	snprintf(url, sizeof url, "mqtt://127.0.0.1:%d,127.0.0.1:%d", bye.port, nodes[0].port);
+	p = new_pool(url, &o);
+	wait_ready_on(p, 1, 1, 5000);
+	r = node_stats(p, 0);
+	assert_true(r.redirects >= 1);
+	assert_non_null(strstr(r.last_error, "shutting down"));
+	struct mqp_reply reply;
+	assert_int_equal(mqp_pool_request(p, "n/cmd", "x", 1, 1, 5000, &reply), MQP_OK);
+	mqp_reply_free(&reply);
+	mqp_pool_destroy(p);
+	tb_test_responder_kill(&bye.proc);
+	for (int i = 0; i < 2; i++)
+		node_stop(&nodes[i]);
+}
+
+/* A node named by a name that does not resolve (.invalid: never, by RFC 6761; with no network
+ * the resolver may take seconds to say so) costs the others nothing: requests are answered at
+ * once meanwhile, and the node's error says what happened. "localhost" is resolved (off the
+ * pool's thread) and used. */
+static void names_are_resolved_off_the_pools_thread(void **state)
+{
+	(void)state;
+	struct node n;
+	node_start(&n, "0");
+	char url[256];
+	snprintf(url, sizeof url, "mqtt://no-such-node.invalid:1883,localhost:%d", n.port);
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.min_size = 2; /* one each: the unresolvable one is tried at once */
+	o.max_size = 4;
+	o.connect_timeout_ms = 2000;
+	mqp_pool *p = new_pool(url, &o);
+	uint64_t slowest = 0;
+	for (int i = 0; i < 20; i++) {
+		struct mqp_reply reply;
+		uint64_t t0 = mqc_now_ns();
+		assert_int_equal(mqp_pool_request(p, "n/cmd", "x", 1, 1, 5000, &reply), MQP_OK);
+		mqp_reply_free(&reply);
+		uint64_t took = mqc_now_ns() - t0;
+		slowest = took > slowest ? took : slowest;
+	}
+	print_message("with one name unresolvable: the slowest of 20 requests took %.1f ms\n",
+	    (double)slowest / 1e6);
+	assert_true(slowest < 1000 * MQC_NS_PER_MS);
+	char where[32];
+	snprintf(where, sizeof where, "localhost:%d", n.port);
+	assert_string_equal(node_stats(p, 1).where, where);
+	assert_true(node_stats(p, 1).requests >= 20);
+	uint64_t until = mqc_now_ns() + 5 * MQC_NS_PER_S;
+	while (!node_stats(p, 0).failing && mqc_now_ns() < until)
+		nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
+	struct mqp_node_stats bad = node_stats(p, 0);
+	print_message("the unresolvable node: %s\n", bad.last_error);
+	assert_int_equal(bad.failing, 1);
+	assert_non_null(strstr(bad.last_error, "no-such-node.invalid"));
+	assert_int_equal(bad.connects_ok, 0);
+	mqp_pool_destroy(p);
+	node_stop(&n);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(connections_spread_over_the_nodes_and_requests_follow),
+		cmocka_unit_test(a_lost_node_costs_only_what_was_in_flight_on_it),
+		cmocka_unit_test(in_order_the_first_node_up_carries_everything),
+		cmocka_unit_test(redirects_and_shutdown_notices_are_honoured),
+		cmocka_unit_test(names_are_resolved_off_the_pools_thread),
+	};
+	struct tb_options options = { .no_tls = true };
+	return TB_TEST_RUN(tests, &options);
+}
