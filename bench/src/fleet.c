@@ -252,6 +252,8 @@ static void lost(struct fleet *r, struct attempt *a, uint64_t now)
 	}
 	a->lost_at = now;
 	a->backoff = r->o->backoff_min_ns;
+	if (r->naddr > 1)
+		a->node = (a->node + 1) % r->naddr; /* its broker went away: the next one */
 	retry_later(r, a, now);
 }
 
@@ -307,7 +309,8 @@ static void tls_drive(struct fleet *r, struct attempt *a)
  * non-blocking. The descriptor, or -errno. */
 static int dial_tcp(struct fleet *r, struct attempt *a)
 {
-	int fd = socket(r->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	const struct sockaddr_storage *to = &r->addr[a->node % r->naddr];
+	int fd = socket(to->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	int one = 1;
@@ -323,7 +326,8 @@ static int dial_tcp(struct fleet *r, struct attempt *a)
 			return -e;
 		}
 	}
-	if (connect(fd, (struct sockaddr *)&r->addr, r->addrlen) != 0 && errno != EINPROGRESS) {
+	if (connect(fd, (const struct sockaddr *)to, r->addrlen[a->node % r->naddr]) != 0
+	    && errno != EINPROGRESS) {
 		int e = errno;
 		close(fd);
 		return -e;
@@ -335,6 +339,8 @@ static int dial_tcp(struct fleet *r, struct attempt *a)
 void fleet_start(struct fleet *r, struct attempt *a)
 {
 	uint64_t now = mqc_now_ns();
+	if (!a->lost_at)
+		a->node = r->naddr ? (unsigned)(a->k % r->naddr) : 0;
 	if (a->lost_at) {
 		r->reconnecting++;
 		struct rstorm *st = fleet_current_storm(r);
@@ -611,10 +617,11 @@ int fleet_setup(struct fleet *r)
 		return -1;
 	if (o->sources && bench_parse_sources(o->sources, &r->sources, &r->nsources) != 0)
 		return -1;
-	if (r->nsources && r->addr.ss_family != AF_INET) {
-		fprintf(stderr, "mqbench: --source needs an IPv4 broker address\n");
-		return -1;
-	}
+	for (unsigned i = 0; i < r->naddr; i++)
+		if (r->nsources && r->addr[i].ss_family != AF_INET) {
+			fprintf(stderr, "mqbench: --source needs IPv4 broker addresses\n");
+			return -1;
+		}
 	if (!o->processes_worker
 	    && bench_preflight(
 	           o, r->plan.slots ? r->plan.slots : r->count, r->plan.time_wait, 1, r->nsources)

@@ -79,6 +79,8 @@ struct attempt {
 	uint16_t keepalive_s; /* held: PINGREQ every three quarters of it (the broker's Server Keep
 	                         Alive when its CONNACK gave one); 0: none */
 	unsigned step;        /* the scenario's own state of this attempt (0 at its start) */
+	unsigned node;        /* which broker of the list: client k's is k modulo their number,
+	                         and a client whose connection was lost moves to the next */
 	SSL *ssl;
 	unsigned rxlen;
 	unsigned char rx[RX_CAP];
@@ -158,10 +160,11 @@ struct fleet {
 	int ep;
 	struct attempt *a; /* connect: a client each; churn: --concurrency slots */
 	unsigned nslots;
-	uint64_t first, count; /* this shard's clients: indexes first .. first+count-1 */
-	double rate;           /* this shard's attempts per second */
-	struct sockaddr_storage addr;
-	socklen_t addrlen;
+	uint64_t first, count;            /* this shard's clients: indexes first .. first+count-1 */
+	double rate;                      /* this shard's attempts per second */
+	struct sockaddr_storage addr[16]; /* each broker of --broker's list */
+	socklen_t addrlen[16];
+	unsigned naddr;
 	struct in_addr *sources;
 	unsigned nsources;
 	SSL_CTX *ctx;

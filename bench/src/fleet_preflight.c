@@ -19,18 +19,22 @@
 
 int fleet_resolve(struct fleet *r)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res;
-	char port[16];
-	snprintf(port, sizeof port, "%d", r->o->net.conn.url.port);
-	int rc = getaddrinfo(r->o->net.conn.url.host, port, &hints, &res);
-	if (rc != 0) {
-		fprintf(
-		    stderr, "mqbench: cannot resolve %s: %s\n", r->o->net.conn.url.host, gai_strerror(rc));
-		return -1;
+	const struct mqc_cli_conn *net = &r->o->net;
+	r->naddr = (unsigned)(net->n_nodes ? net->n_nodes : 1);
+	for (unsigned i = 0; i < r->naddr; i++) {
+		const struct mqc_url *u = net->n_nodes ? &net->nodes[i] : &net->conn.url;
+		struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res;
+		char port[16];
+		snprintf(port, sizeof port, "%d", u->port);
+		int rc = getaddrinfo(u->host, port, &hints, &res);
+		if (rc != 0) {
+			fprintf(stderr, "mqbench: cannot resolve %s: %s\n", u->host, gai_strerror(rc));
+			return -1;
+		}
+		memcpy(&r->addr[i], res->ai_addr, res->ai_addrlen);
+		r->addrlen[i] = res->ai_addrlen;
+		freeaddrinfo(res);
 	}
-	memcpy(&r->addr, res->ai_addr, res->ai_addrlen);
-	r->addrlen = res->ai_addrlen;
-	freeaddrinfo(res);
 	return 0;
 }
 

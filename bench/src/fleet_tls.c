@@ -79,8 +79,10 @@ int fleet_tls_begin(struct fleet *r, struct attempt *a)
 	if (!a->ssl)
 		return -1;
 	SSL_set_fd(a->ssl, a->fd);
-	mqc_tls_set_sni(a->ssl, o->net.conn.url.host);
-	SSL_set1_host(a->ssl, o->net.conn.url.host);
+	const struct mqc_url *u
+	    = o->net.n_nodes > 1 ? &o->net.nodes[a->node % o->net.n_nodes] : &o->net.conn.url;
+	if (mqc_tls_set_peer(a->ssl, u->host) != 0)
+		return -1;
 	char cert[4096], key[4096];
 	const char *c = NULL, *k = NULL;
 	if (r->ncerts) {

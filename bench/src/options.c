@@ -447,7 +447,8 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		.scope = 1u << sc,
 		.scope_name = scope_name,
 		.conn_opts = MQC_CLI_BROKER | MQC_CLI_QOS | MQC_CLI_PROTOCOL
-		    | (sc == SC_CONNECT || sc == SC_CHURN ? MQC_CLI_CLIENT_ID : 0),
+		    | (sc == SC_CONNECT || sc == SC_CHURN ? MQC_CLI_CLIENT_ID : 0)
+		    | (sc == SC_CONNECT || sc == SC_CHURN || sc == SC_REQUEST ? MQC_CLI_BROKER_LIST : 0),
 		.conn = &o->net,
 		.on_option = on_option,
 		.ctx = o,
@@ -504,6 +505,14 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 			o->reply_template = MQC_REPLY_TEMPLATE_DEFAULT;
 		if (!o->topic_given)
 			o->pub_topic = "devices/bench-{worker}/commands/ping";
+	}
+	/* Several brokers: the fleet spreads its clients, the pool its connections; libmosquitto's
+	 * clients (request's naive and dedicated) take one broker. */
+	if (sc == SC_REQUEST && o->net.n_nodes > 1 && o->request_mode != 1 && o->request_mode != 3) {
+		fprintf(stderr,
+		    "mqbench: request: several brokers in --broker are for --mode pool and --mode loop "
+		    "(the pool spreads its connections over them); naive and dedicated take one\n");
+		return 2;
 	}
 	if (sc != SC_REQUEST && !o->pub_topic != !o->sub_filter) {
 		fprintf(stderr, "mqbench: --pub-topic and --sub-filter go together\n");

@@ -164,8 +164,11 @@ static void print_table(
 				fprintf(out, "\n%s\n", o->help);
 			continue;
 		}
-		char extra[64] = "";
-		if (is_shared(o) && o->key == 'q' && cli->conn)
+		char extra[128] = "";
+		if (is_shared(o) && o->key == 'b' && (cli->conn_opts & MQC_CLI_BROKER_LIST))
+			snprintf(extra, sizeof extra, "\n%30s%s", "",
+			    "or several brokers: mqtt://HOST:PORT,HOST:PORT,...");
+		else if (is_shared(o) && o->key == 'q' && cli->conn)
 			snprintf(extra, sizeof extra, " (default %d)", cli->conn->qos);
 		else if (is_shared(o) && o->key == K_PROTOCOL && cli->conn)
 			snprintf(extra, sizeof extra, " (default %s)",
@@ -353,10 +356,17 @@ static int finish_connection(const struct mqc_cli *cli, const struct given *g)
 	if (split_credentials(cli, c, g->url, g) != 0)
 		return -1;
 	char err[256];
-	if (mqc_url_parse(c->url_text, &c->conn.url, err, sizeof err) != 0) {
+	if ((cli->conn_opts & MQC_CLI_BROKER_LIST)
+	        ? mqc_url_list_parse(c->url_text, c->nodes, sizeof c->nodes / sizeof c->nodes[0],
+	              &c->n_nodes, err, sizeof err)
+	            != 0
+	        : mqc_url_parse(c->url_text, &c->nodes[0], err, sizeof err) != 0) {
 		say(cli, "--broker '%s': %s", c->url_text, err);
 		return -1;
 	}
+	if (!(cli->conn_opts & MQC_CLI_BROKER_LIST))
+		c->n_nodes = 1;
+	c->conn.url = c->nodes[0];
 	c->broker = c->url_text;
 	if (!c->conn.cert != !c->conn.key) {
 		say(cli, "--cert and --key go together");

@@ -47,13 +47,19 @@ struct mqc_cli_opt {
 #define MQC_CLI_CLIENT_ID 2u /* -i/--client-id */
 #define MQC_CLI_QOS       4u /* -q/--qos */
 #define MQC_CLI_PROTOCOL  8u /* --protocol 5|3.1.1 */
+#define MQC_CLI_BROKER_LIST                                                                   \
+	16u /* --broker takes several brokers (mqtt://a:1883,b:1883): nodes[], conn.url the first \
+	     */
 
 /** What the shared options set. Set qos and conn.protocol to the defaults before parsing. */
 struct mqc_cli_conn {
 	const char *broker;        /* as given, without credentials */
 	struct mqc_conn_opts conn; /* parsed URL, TLS files, credentials, client id, protocol */
 	int qos;
-	char url_text[512];   /* broker without user:password@ */
+	char url_text[512];       /* broker without user:password@ */
+	struct mqc_url nodes[16]; /* MQC_CLI_BROKER_LIST: every broker of the list (conn.url: the
+	                             first); otherwise the one */
+	size_t n_nodes;
 	char user_buf[256];   /* from the URL */
 	char secret_buf[512]; /* from the URL or --password-file */
 };

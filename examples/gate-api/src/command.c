@@ -197,9 +197,12 @@ static int naive_start(struct worker *w, struct call *c, const char *topic, cons
 		return MQP_ENOMEM;
 	op->w = w;
 	op->call = c;
-	int rc = reply_topic ? mqc_request_start_legacy(&cfg->naive, reply_topic, topic, c->body,
-	             c->len, cfg->qos, &op->r, c->err, sizeof c->err)
-	                     : mqc_request_start(&cfg->naive, "gate/inbox", topic, c->body, c->len,
+	op->opts = cfg->naive;
+	if (cfg->n_nodes > 1)
+		op->opts.url = cfg->nodes[w->naive_next++ % cfg->n_nodes];
+	int rc = reply_topic ? mqc_request_start_legacy(&op->opts, reply_topic, topic, c->body, c->len,
+	             cfg->qos, &op->r, c->err, sizeof c->err)
+	                     : mqc_request_start(&op->opts, "gate/inbox", topic, c->body, c->len,
 	                         cfg->qos, &op->r, c->err, sizeof c->err);
 	if (rc != MQC_REQ_OK) {
 		free(op);
@@ -289,6 +292,35 @@ static void run_command(struct worker *w, struct call *c)
 	http_parser_pause(&cn->parser, 1); /* the next request waits for this one's answer */
 }
 
+/* With several brokers: ,"nodes":{"host:port":"up"|"down"|"standby",...} - up with a ready
+ * connection in some worker's pool, down when its last connect failed (or it sent the pools
+ * elsewhere), standby otherwise (in order, after the one in use). Pools' lock held. */
+static void node_states(struct gate_server *s, char *out, size_t len)
+{
+	unsigned nodes = s->n && s->w[0].pool ? mqp_pool_node_stats(s->w[0].pool, 0, NULL, 0) : 0;
+	if (nodes < 2)
+		return;
+	size_t at = (size_t)snprintf(out, len, ",\"nodes\":{");
+	for (unsigned k = 0; k < nodes && at < len; k++) {
+		struct mqp_node_stats one;
+		unsigned ready = 0, failing = 0;
+		for (unsigned i = 0; i < s->n; i++)
+			if (s->w[i].pool && mqp_pool_node_stats(s->w[i].pool, k, &one, sizeof one) > k) {
+				ready += one.ready;
+				failing += one.failing;
+			}
+		mqp_pool_node_stats(s->w[0].pool, k, &one, sizeof one);
+		at += (size_t)snprintf(out + at, len - at, "%s\"%s\":\"%s\"", k ? "," : "", one.where,
+		    ready         ? "up"
+		        : failing ? "down"
+		                  : "standby");
+	}
+	if (at + 2 <= len)
+		memcpy(out + at, "}", 2);
+	else
+		out[0] = '\0'; /* cut short: better nothing than broken JSON */
+}
+
 /* /healthz: ready with a broker connection; otherwise 503 and why (the pools' last error). */
 static void health(struct conn *cn)
 {
@@ -303,10 +335,14 @@ static void health(struct conn *cn)
 		if (!why[0] && s->w[i].pool)
 			mqp_pool_last_error(s->w[i].pool, why, sizeof why);
 	}
+	char nodes[1024] = "";
+	node_states(s, nodes, sizeof nodes);
 	pthread_rwlock_unlock(&s->pools_lock);
 	char *text = NULL;
 	if (ready) {
-		text = strdup("{\"status\":\"ok\"}");
+		size_t need = strlen(nodes) + 32;
+		if ((text = malloc(need)))
+			snprintf(text, need, "{\"status\":\"ok\"%s}", nodes);
 	} else {
 		char *reason = gate_error_json("no_broker_connection", why[0] ? why : "connecting");
 		/* {"error":...,"message":...} -> {"status":"no broker connection","reason":...} */

@@ -390,6 +390,47 @@ static void add_stats(struct mqp_pool_stats *a, const struct mqp_pool_stats *b)
 	a->connections_lost += b->connections_lost;
 }
 
+/* Per broker node (--broker a:1883,b:1883), summed over the workers' pools: an alert on
+ * mqttpool_node_up == 0 says which node is down. */
+static void node_metrics(FILE *f, mqp_pool *const *pools, size_t n)
+{
+	mqp_pool *first = NULL;
+	for (size_t i = 0; i < n && !first; i++)
+		first = pools[i];
+	unsigned nodes = mqp_pool_node_stats(first, 0, NULL, 0);
+	struct {
+		const char *name, *type, *help;
+	} rows[] = {
+		{ "mqttpool_node_up", "gauge",
+		    "1 unless the node's last connect failed or it sent the pool elsewhere." },
+		{ "mqttpool_node_connections", "gauge", "Connections open or opening on the node." },
+		{ "mqttpool_node_requests_total", "counter", "Requests sent on the node's connections." },
+		{ "mqttpool_node_connect_failures_total", "counter", "Connects to the node that failed." },
+		{ "mqttpool_node_connections_lost_total", "counter", "Connections the node dropped." },
+	};
+	for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+		fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", rows[r].name, rows[r].help, rows[r].name,
+		    rows[r].type);
+		for (unsigned k = 0; k < nodes; k++) {
+			struct mqp_node_stats sum = { 0 }, one;
+			bool up = true;
+			for (size_t i = 0; i < n; i++) {
+				if (!pools[i] || mqp_pool_node_stats(pools[i], k, &one, sizeof one) <= k)
+					continue;
+				memcpy(sum.where, one.where, sizeof sum.where);
+				up &= !one.failing;
+				sum.connections += one.connections;
+				sum.requests += one.requests;
+				sum.connects_failed += one.connects_failed;
+				sum.connections_lost += one.connections_lost;
+			}
+			unsigned long long v[]
+			    = { up, sum.connections, sum.requests, sum.connects_failed, sum.connections_lost };
+			fprintf(f, "%s{node=\"%s\"} %llu\n", rows[r].name, sum.where, v[r]);
+		}
+	}
+}
+
 char *gate_metrics_text(const struct gate_counters *c, mqp_pool *const *pools, size_t n)
 {
 	char *text = NULL;
@@ -485,6 +526,7 @@ char *gate_metrics_text(const struct gate_counters *c, mqp_pool *const *pools, s
 		for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
 			fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", rows[i].name, rows[i].help,
 			    rows[i].name, rows[i].type, rows[i].name, rows[i].v);
+		node_metrics(f, pools, n);
 	}
 	if (fclose(f) != 0) {
 		free(text);

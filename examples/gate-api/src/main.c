@@ -287,7 +287,7 @@ int main(int argc, char **argv)
 		  "gateway at start stops it\n(exit 1, the broker's reason).",
 		.version = "mqp-gate-api " MQTTPOOL_VERSION,
 		.opts = options,
-		.conn_opts = MQC_CLI_BROKER | MQC_CLI_QOS | MQC_CLI_PROTOCOL,
+		.conn_opts = MQC_CLI_BROKER | MQC_CLI_QOS | MQC_CLI_PROTOCOL | MQC_CLI_BROKER_LIST,
 		.conn = &conn,
 		.on_option = on_option,
 		.ctx = &st,
@@ -301,6 +301,8 @@ int main(int argc, char **argv)
 		return parsed == 1 ? 0 : 2;
 	g.qos = conn.qos;
 	g.naive = conn.conn;
+	g.nodes = conn.nodes;
+	g.n_nodes = conn.n_nodes;
 	g.broker = conn.broker;
 	po.protocol = conn.conn.protocol == 4 ? 4 : 5;
 	if (conn.conn.protocol == 4 && !g.reply_template)

@@ -27,6 +27,8 @@ struct gate_config {
 	const char *broker;
 	struct mqp_pool_options pool; /* max_size, min_size: all workers' pools together */
 	struct mqc_conn_opts naive;   /* the /naive route's connections */
+	const struct mqc_url *nodes;  /* --broker's list: the /naive route takes them in turn */
+	size_t n_nodes;
 	const char *topic_prefix;
 	unsigned timeout_ms; /* for a device's reply */
 	int qos;

@@ -126,6 +126,7 @@ struct naive_op {
 	struct worker *w;
 	struct call *call; /* NULL once completed */
 	struct mqc_requester *r;
+	struct mqc_conn_opts opts; /* cfg->naive on the broker of the list whose turn it is */
 	uv_poll_t poll;
 	uv_timer_t timer;
 	int handles;
@@ -144,6 +145,7 @@ struct worker {
 	uv_timer_t drain; /* while draining: whether everything is done */
 	mqp_pool *pool;
 	struct naive_op *naive_ops; /* in flight */
+	unsigned naive_next;        /* the broker of the list the next naive request goes to */
 	struct conn *conns;         /* open */
 	unsigned active;            /* HTTP requests from their first byte until their response */
 	uint64_t drain_deadline;

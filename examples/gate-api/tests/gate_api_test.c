@@ -1114,12 +1114,79 @@ static void bad_options_are_refused_with_a_message(void **state)
 	}
 }
 
+/* Two brokers in --broker: the pools spread over both, /healthz and /metrics say per node, and a
+ * node SIGKILLed leaves the other serving - /healthz calls it down, mqttpool_node_up 0. */
+static bool health_says(int port, const char *want, int timeout_ms)
+{
+	uint64_t until = mqc_now_ns() + (uint64_t)timeout_ms * MQC_NS_PER_MS;
+	for (;;) {
+		struct http_result r = http(port, "GET", "/healthz", NULL);
+		if (strstr(r.body, want))
+			return true;
+		if (mqc_now_ns() >= until) {
+			print_message("/healthz: %s\n", r.body);
+			return false;
+		}
+		nanosleep(&(struct timespec) { .tv_nsec = 20000000 }, NULL);
+	}
+}
+
+static void two_brokers_one_gateway(void **state)
+{
+	(void)state;
+	struct tb_options o = { .no_tls = true,
+		.no_probe = true,
+		.allow_anonymous = true,
+		.no_password_file = true,
+		.no_acl_file = true };
+	struct tb_broker *b2;
+	char err[512];
+	if (tb_broker_start(&o, &b2, err, sizeof err) != 0)
+		fail_msg("a second broker: %s", err);
+	int port1 = tb_test_info()->port, port2 = tb_broker_info(b2)->port;
+	char list[128], up1[64], up2[64], down2[64], metric_up2[96];
+	snprintf(list, sizeof list, "mqtt://127.0.0.1:%d,127.0.0.1:%d", port1, port2);
+	snprintf(up1, sizeof up1, "\"127.0.0.1:%d\":\"up\"", port1);
+	snprintf(up2, sizeof up2, "\"127.0.0.1:%d\":\"up\"", port2);
+	snprintf(down2, sizeof down2, "\"127.0.0.1:%d\":\"down\"", port2);
+	snprintf(metric_up2, sizeof metric_up2, "mqttpool_node_up{node=\"127.0.0.1:%d\"}", port2);
+	struct tb_responder dev1 = tb_test_responder(RESPONDER_PATH, NULL);
+	const char *argv[] = { RESPONDER_PATH, "--broker", tb_broker_info(b2)->mqtt_url, NULL };
+	struct tb_responder dev2 = tb_test_spawn("RESPONDER_READY", argv);
+	struct gate g = gate_start(list, "--workers", "1", "--pool-min", "2", NULL);
+	assert_true(health_says(g.port, up1, 5000));
+	assert_true(health_says(g.port, up2, 5000));
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(
+		    http(g.port, "POST", i % 4 ? "/devices/d1/commands/x" : "/naive/devices/d1/commands/x",
+		        "{}")
+		        .status,
+		    200);
+	struct http_result m = http(g.port, "GET", "/metrics", NULL);
+	char *at = strstr(m.body, metric_up2);
+	assert_non_null(at);
+	assert_int_equal(strtol(at + strlen(metric_up2), NULL, 10), 1);
+	assert_int_equal(tb_broker_signal(b2, SIGKILL), 0);
+	assert_true(health_says(g.port, down2, 10000));
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(http(g.port, "POST", "/devices/d1/commands/x", "{}").status, 200);
+	m = http(g.port, "GET", "/metrics", NULL);
+	at = strstr(m.body, metric_up2);
+	assert_non_null(at);
+	assert_int_equal(strtol(at + strlen(metric_up2), NULL, 10), 0);
+	gate_stop(&g, 5000);
+	tb_test_responder_kill(&dev2);
+	tb_broker_stop(b2);
+	tb_test_responder_stop(&dev1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(commands_round_trip_on_both_routes),
 		cmocka_unit_test(a_silent_device_is_504),
 		cmocka_unit_test(a_device_nobody_listens_for_is_503_at_once),
+		cmocka_unit_test(two_brokers_one_gateway),
 		cmocka_unit_test(bad_input_is_refused_and_never_published),
 		cmocka_unit_test(http_pipelining_continue_head_and_413),
 		cmocka_unit_test(header_sizes_are_bounded),
