@@ -552,6 +552,7 @@ struct mqp_node_stats {
 	uint64_t connects_ok, connects_failed, connections_lost;
 	uint64_t redirects;   /* DISCONNECT or CONNACK 0x8B, 0x9C, 0x9D from it */
 	char last_error[512]; /* what last went wrong there ("" when nothing has) */
+	unsigned inflight;    /* requests and publishes on its connections awaiting completion */
 };
 
 /**

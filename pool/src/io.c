@@ -456,6 +456,12 @@ static void publish_gauges(struct mqp_pool *p)
 	atomic_store(&p->stats.available, available);
 	atomic_store(&p->stats.connecting, connecting);
 	atomic_store(&p->stats.queued, queued);
+	unsigned inflight[MQP_NODES_MAX] = { 0 };
+	for (unsigned i = 0; i < p->opt.max_size; i++)
+		if (p->conns[i].open)
+			inflight[p->conns[i].node] += p->conns[i].inflight;
+	for (unsigned i = 0; i < p->nnodes; i++)
+		atomic_store(&p->nodes[i].a_inflight, inflight[i]);
 }
 
 /* One idle connection of the node a move relieves retires (none idle: the next interval looks

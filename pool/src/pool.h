@@ -98,7 +98,7 @@ struct pnode {
 	unsigned backoff_ms;
 	uint64_t backoff_until;
 	unsigned next_addr; /* the address of its name the next connection tries first */
-	atomic_uint a_conns, a_ready, a_failing;
+	atomic_uint a_conns, a_ready, a_failing, a_inflight;
 	atomic_uint_fast64_t requests, connects_ok, connects_failed, connections_lost, redirects;
 	char last_error[512];
 };

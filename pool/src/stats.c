@@ -103,6 +103,7 @@ unsigned mqp_pool_node_stats(
 			.connects_failed = atomic_load(&n->connects_failed),
 			.connections_lost = atomic_load(&n->connections_lost),
 			.redirects = atomic_load(&n->redirects),
+			.inflight = atomic_load(&n->a_inflight),
 		};
 		snprintf(one.where, sizeof one.where, "%s", n->where);
 		pthread_mutex_lock(&p->report_lock);
