@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,14 +29,34 @@ struct gate {
 };
 
 /* Start gate-api against url (NULL: the test broker) with extra arguments, on a free port. */
+static struct gate gate_ready(struct tb_responder proc);
+
+/* The gateway started by head (its program, --broker, --listen, ...) and then the test user's
+ * credentials and the extra arguments. */
+static struct gate gate_start_head(const char *const head[], const char *first, ...)
+{
+	va_list ap;
+	va_start(ap, first);
+	struct tb_responder proc = tb_test_spawn_va("GATE_API_READY", head, first, ap);
+	va_end(ap);
+	return gate_ready(proc);
+}
+
 static struct gate gate_start(const char *url, const char *first, ...)
 {
 	const char *head[] = { GATE_API_PATH, "--broker", url ? url : tb_test_info()->mqtt_url,
 		"--listen", "127.0.0.1:0", NULL };
 	va_list ap;
 	va_start(ap, first);
-	struct gate g = { .proc = tb_test_spawn_va("GATE_API_READY", head, first, ap) };
+	struct tb_responder proc = tb_test_spawn_va("GATE_API_READY", head, first, ap);
 	va_end(ap);
+	return gate_ready(proc);
+}
+
+/* Its port, from the line it prints when it serves. */
+static struct gate gate_ready(struct tb_responder proc)
+{
+	struct gate g = { .proc = proc };
 	FILE *f = fopen(g.proc.log, "r");
 	assert_non_null(f);
 	char line[512];
@@ -1180,6 +1201,55 @@ static void two_brokers_one_gateway(void **state)
 	tb_test_responder_stop(&dev1);
 }
 
+/* A resolver that hangs: the gateway is given a second broker by a name whose DNS server never
+ * answers (a mount namespace of its own with a resolv.conf naming a UDP socket here that reads
+ * nothing; timeout 5 s). While the pool waits for that name, its loop serves the first broker: no
+ * request stalls - a blocking getaddrinfo would hold the loop for the 5 s. */
+static void a_hanging_resolver_never_stalls_the_loop(void **state)
+{
+	(void)state;
+	if (geteuid() != 0 || access("/usr/bin/unshare", X_OK) != 0)
+		tb_test_skip("root and unshare(1), for a resolv.conf of its own");
+	int dns = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in at = { .sin_family = AF_INET, .sin_port = htons(53) };
+	inet_pton(AF_INET, "127.0.0.153", &at.sin_addr);
+	if (dns < 0 || bind(dns, (struct sockaddr *)&at, sizeof at) != 0)
+		tb_test_skip("a UDP socket on 127.0.0.153:53 (taken?)");
+	char conf[] = "/tmp/gate-resolv-XXXXXX";
+	int fd = mkstemp(conf);
+	assert_true(fd >= 0);
+	const char text[] = "nameserver 127.0.0.153\noptions timeout:5 attempts:1\n";
+	assert_int_equal(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+	close(fd);
+	chmod(conf, 0644);
+	char mount[256], list[128];
+	snprintf(mount, sizeof mount, "mount --bind %s /etc/resolv.conf && exec \"$0\" \"$@\"", conf);
+	snprintf(list, sizeof list, "mqtt://127.0.0.1:%d,hangs.example:1883", tb_test_info()->port);
+	struct tb_responder dev = tb_test_responder(RESPONDER_PATH, NULL);
+	const char *head[] = { "/usr/bin/unshare", "-m", "--", "sh", "-c", mount, GATE_API_PATH,
+		"--broker", list, "--listen", "127.0.0.1:0", NULL };
+	/* One worker, two connections: one of them waits for the name (5 s) from the start. */
+	struct gate g = gate_start_head(head, "--workers", "1", "--pool-min", "2", NULL);
+	uint64_t t0 = mqc_now_ns(), slowest = 0;
+	int n = 0;
+	while (mqc_now_ns() - t0 < 3 * MQC_NS_PER_S) { /* well inside the 5 s the name takes */
+		uint64_t t = mqc_now_ns();
+		assert_int_equal(http(g.port, "POST", "/devices/d1/commands/x", "{}").status, 200);
+		t = mqc_now_ns() - t;
+		slowest = t > slowest ? t : slowest;
+		n++;
+	}
+	print_message("while a name took 5 s to resolve: %d requests, the slowest %.1f ms\n", n,
+	    (double)slowest / 1e6);
+	assert_true(slowest < 500 * MQC_NS_PER_MS);
+	struct http_result h = http(g.port, "GET", "/healthz", NULL);
+	assert_non_null(strstr(h.body, "\"hangs.example:1883\":\"standby\""));
+	gate_stop(&g, 5000);
+	tb_test_responder_stop(&dev);
+	close(dns);
+	unlink(conf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1187,6 +1257,7 @@ int main(void)
 		cmocka_unit_test(a_silent_device_is_504),
 		cmocka_unit_test(a_device_nobody_listens_for_is_503_at_once),
 		cmocka_unit_test(two_brokers_one_gateway),
+		cmocka_unit_test(a_hanging_resolver_never_stalls_the_loop),
 		cmocka_unit_test(bad_input_is_refused_and_never_published),
 		cmocka_unit_test(http_pipelining_continue_head_and_413),
 		cmocka_unit_test(header_sizes_are_bounded),
