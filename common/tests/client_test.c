@@ -158,10 +158,21 @@ static void the_naive_request_on_a_loop(void **state)
 	}
 	assert_int_equal(tb_test_responder_stop(&r).replies, 3);
 
-	/* Nobody answers: the caller's deadline, and where it stopped. */
+	/* Nobody subscribed, at QoS 1: the broker's PUBACK says so (0x10), at once. */
 	uint64_t t0 = mqc_now_ns();
 	assert_int_equal(
 	    mqc_request_start(&o, "client/inbox", "client/nobody", "x", 1, 1, &rq, err, sizeof err),
+	    MQC_REQ_OK);
+	assert_int_equal(run_started(rq, in_ms(5000), &reply, err, sizeof err), MQC_REQ_NORESPONDER);
+	assert_true(mqc_now_ns() - t0 < MQC_NS_PER_S);
+	assert_string_equal(err, "nobody is subscribed to the command's topic");
+	mqc_requester_abort(rq);
+
+	/* Nobody answers, at QoS 0 (nothing can say so): the caller's deadline, and where it
+	 * stopped. */
+	t0 = mqc_now_ns();
+	assert_int_equal(
+	    mqc_request_start(&o, "client/inbox", "client/nobody", "x", 1, 0, &rq, err, sizeof err),
 	    MQC_REQ_OK);
 	assert_int_equal(run_started(rq, in_ms(300), &reply, err, sizeof err), MQC_REQ_TIMEDOUT);
 	assert_true(mqc_now_ns() - t0 >= 290 * MQC_NS_PER_MS);
