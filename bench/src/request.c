@@ -72,7 +72,7 @@ struct worker {
  * counts a loop. Said when nothing answered; "" otherwise. */
 static const char *loop_hint(const struct bench_opts *o, char *out, size_t len)
 {
-	char topic[256], reply[512];
+	char topic[256], reply[256];
 	bool under = false;
 	if (!o->legacy || !o->reply_template
 	    || bench_legacy_topics(o, 0, topic, sizeof topic, reply, sizeof reply) != 0

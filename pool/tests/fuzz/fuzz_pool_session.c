@@ -79,7 +79,7 @@ static void pump(mqp_pool *pool, int turns)
 	for (int t = 0; t < turns; t++) {
 		struct pollfd fds[MAX_WATCH];
 		void *tags[MAX_WATCH];
-		int n = loop.n;
+		int n = loop.n > 0 && loop.n <= MAX_WATCH ? loop.n : 0;
 		for (int i = 0; i < n; i++) {
 			fds[i] = (struct pollfd) { .fd = loop.w[i].fd,
 				.events = (short)((loop.w[i].events & MQP_IO_READ ? POLLIN : 0)
