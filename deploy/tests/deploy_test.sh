@@ -36,7 +36,8 @@ else
   [ "$services" = "bench bench-gateway gate-api grafana mosquitto prometheus responder " ] \
     && pass "services: $services" || fail "services: $services"
   grep -q '^version:' "$src/docker-compose.yml" && fail "docker-compose.yml has the obsolete version: key"
-  for extra in deploy/docker/compose.offline.yml deploy/docker/secure/compose.secure.yml; do
+  for extra in deploy/docker/compose.offline.yml deploy/docker/secure/compose.secure.yml \
+               deploy/docker/compose.two-nodes.yml; do
     (cd "$src" && MQP_GATEWAY_PASSWORD=x MQP_DEVICE_PASSWORD=x MQP_BENCH_PASSWORD=x MQP_HEALTH_PASSWORD=x \
       docker-compose -f docker-compose.yml -f "$extra" --profile bench config -q 2>"$tmp/err") \
       && pass "docker-compose config with $extra" || fail "docker-compose config with $extra: $(cat "$tmp/err")"

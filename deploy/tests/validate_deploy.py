@@ -238,19 +238,35 @@ for name, svc in compose.get("services", {}).items():
 for m in re.finditer(r"^COPY\s+(?!--from)(\S+)", dockerfile, re.M):
     if m.group(1) != "." and not os.path.exists(os.path.join(src, m.group(1))):
         problem("Dockerfile", f"COPY {m.group(1)}: no such file")
-prom = yaml.safe_load(open(os.path.join(src, "deploy/docker/prometheus.yml")))
-for job in prom.get("scrape_configs", []):
-    for sc in job.get("static_configs", []):
-        for t in sc.get("targets", []):
-            host, port = t.rsplit(":", 1)
-            svc = compose["services"].get(host)
-            if not svc:
-                problem("deploy/docker/prometheus.yml", f"target {t}: no service {host}")
-                continue
-            text = " ".join(str(x) for x in (svc.get("command") or [])) + " " + " ".join(svc.get("ports", []))
-            conf = shipped if host == "mosquitto" else ""
-            if port not in text and f":{port}" not in conf:
-                problem("deploy/docker/prometheus.yml", f"target {t}: {host} does not listen on {port}")
+# The two-node variant: its services over the base ones (as docker-compose merges them), their
+# mounts and commands checked the same way, and its Prometheus against them.
+two = yaml.safe_load(open(os.path.join(src, "deploy/docker/compose.two-nodes.yml")))
+merged = {name: dict(svc) for name, svc in compose["services"].items()}
+for name, svc in two.get("services", {}).items():
+    where = f"deploy/docker/compose.two-nodes.yml: {name}"
+    merged.setdefault(name, {}).update(svc)
+    for v in svc.get("volumes", []):
+        host = v.split(":")[0]
+        if host.startswith(".") and not os.path.exists(os.path.join(src, host)):
+            problem(where, f"mounts {host}, which does not exist")
+    cmd = svc.get("command")
+    if isinstance(cmd, list) and not svc.get("entrypoint"):
+        programs.append((where, cmd))
+for prom_file, services in (("deploy/docker/prometheus.yml", compose["services"]),
+                            ("deploy/docker/prometheus.two-nodes.yml", merged)):
+    prom = yaml.safe_load(open(os.path.join(src, prom_file)))
+    for job in prom.get("scrape_configs", []):
+        for sc in job.get("static_configs", []):
+            for t in sc.get("targets", []):
+                host, port = t.rsplit(":", 1)
+                svc = services.get(host)
+                if not svc:
+                    problem(prom_file, f"target {t}: no service {host}")
+                    continue
+                text = " ".join(str(x) for x in (svc.get("command") or [])) + " " + " ".join(svc.get("ports", []))
+                conf = shipped if host.startswith("mosquitto") else ""
+                if port not in text and f":{port}" not in conf:
+                    problem(prom_file, f"target {t}: {host} does not listen on {port}")
 
 # --- options the programs must know ---------------------------------------------------------------
 binaries = {"mqbench": "bench/mqbench", "mqp-gate-api": "examples/gate-api/mqp-gate-api",
