@@ -223,8 +223,10 @@ for path in ("deploy/docker/mosquitto.conf", "deploy/docker/secure/mosquitto.con
 compose = yaml.safe_load(open(os.path.join(src, "docker-compose.yml")))
 dockerfile = open(os.path.join(src, "Dockerfile")).read()
 targets = set(re.findall(r"^FROM\s+\S+\s+AS\s+(\S+)", dockerfile, re.M | re.I))
-for name, svc in compose.get("services", {}).items():
-    where = f"docker-compose.yml: {name}"
+
+
+def check_service(where, svc):
+    """A compose service: its build target, its bind mounts, its program's options (later)."""
     build_spec = svc.get("build")
     if isinstance(build_spec, dict) and build_spec.get("target") not in targets:
         problem(where, f"build target {build_spec.get('target')} is not in the Dockerfile ({sorted(targets)})")
@@ -235,6 +237,10 @@ for name, svc in compose.get("services", {}).items():
     cmd = svc.get("command")
     if isinstance(cmd, list) and not svc.get("entrypoint"):
         programs.append((where, cmd))
+
+
+for name, svc in compose.get("services", {}).items():
+    check_service(f"docker-compose.yml: {name}", svc)
 for m in re.finditer(r"^COPY\s+(?!--from)(\S+)", dockerfile, re.M):
     if m.group(1) != "." and not os.path.exists(os.path.join(src, m.group(1))):
         problem("Dockerfile", f"COPY {m.group(1)}: no such file")
@@ -243,15 +249,8 @@ for m in re.finditer(r"^COPY\s+(?!--from)(\S+)", dockerfile, re.M):
 two = yaml.safe_load(open(os.path.join(src, "deploy/docker/compose.two-nodes.yml")))
 merged = {name: dict(svc) for name, svc in compose["services"].items()}
 for name, svc in two.get("services", {}).items():
-    where = f"deploy/docker/compose.two-nodes.yml: {name}"
     merged.setdefault(name, {}).update(svc)
-    for v in svc.get("volumes", []):
-        host = v.split(":")[0]
-        if host.startswith(".") and not os.path.exists(os.path.join(src, host)):
-            problem(where, f"mounts {host}, which does not exist")
-    cmd = svc.get("command")
-    if isinstance(cmd, list) and not svc.get("entrypoint"):
-        programs.append((where, cmd))
+    check_service(f"deploy/docker/compose.two-nodes.yml: {name}", svc)
 for prom_file, services in (("deploy/docker/prometheus.yml", compose["services"]),
                             ("deploy/docker/prometheus.two-nodes.yml", merged)):
     prom = yaml.safe_load(open(os.path.join(src, prom_file)))

@@ -230,6 +230,26 @@ static void commands_round_trip_on_both_routes(void **state)
 	tb_test_responder_stop(&dev);
 }
 
+/* A command to device on both routes (pooled, naive): answered with status and error, a message
+ * that says what, within [min_ns, max_ns). */
+static void both_routes_answer(int port, const char *device, int status, const char *error,
+    const char *says, uint64_t min_ns, uint64_t max_ns)
+{
+	char path[2][128];
+	snprintf(path[0], sizeof path[0], "/devices/%s/commands/mute", device);
+	snprintf(path[1], sizeof path[1], "/naive/devices/%s/commands/mute", device);
+	for (int naive = 0; naive < 2; naive++) {
+		uint64_t t0 = mqc_now_ns();
+		struct http_result r = http(port, "POST", path[naive], "");
+		uint64_t took = mqc_now_ns() - t0;
+		assert_int_equal(r.status, status);
+		char buf[256];
+		assert_string_equal(json_str(r.body, "error", buf, sizeof buf), error);
+		assert_non_null(strstr(json_str(r.body, "message", buf, sizeof buf), says));
+		assert_true(took >= min_ns && took < max_ns);
+	}
+}
+
 static void a_silent_device_is_504(void **state)
 {
 	(void)state;
@@ -237,17 +257,8 @@ static void a_silent_device_is_504(void **state)
 	struct tb_client *silent = tb_test_connect(tb_test_info()->mqtt_url, 5);
 	assert_int_equal(tb_client_subscribe(silent, "devices/silent/commands/#", 1, 0, NULL), 1);
 	struct gate g = gate_start(NULL, "--timeout", "300ms", NULL);
-	for (int naive = 0; naive < 2; naive++) {
-		uint64_t t0 = mqc_now_ns();
-		struct http_result r = http(g.port, "POST",
-		    naive ? "/naive/devices/silent/commands/mute" : "/devices/silent/commands/mute", "");
-		uint64_t took = mqc_now_ns() - t0;
-		assert_int_equal(r.status, 504);
-		char buf[128];
-		assert_string_equal(json_str(r.body, "error", buf, sizeof buf), "device_timeout");
-		assert_non_null(strstr(json_str(r.body, "message", buf, sizeof buf), "within 300 ms"));
-		assert_true(took >= 300 * MQC_NS_PER_MS && took < 3 * MQC_NS_PER_S);
-	}
+	both_routes_answer(g.port, "silent", 504, "device_timeout", "within 300 ms",
+	    300 * MQC_NS_PER_MS, 3 * MQC_NS_PER_S);
 	gate_stop(&g, 5000);
 	tb_client_destroy(silent);
 }
@@ -258,17 +269,8 @@ static void a_device_nobody_listens_for_is_503_at_once(void **state)
 {
 	(void)state;
 	struct gate g = gate_start(NULL, "--timeout", "5s", NULL);
-	for (int naive = 0; naive < 2; naive++) {
-		uint64_t t0 = mqc_now_ns();
-		struct http_result r = http(g.port, "POST",
-		    naive ? "/naive/devices/nobody/commands/mute" : "/devices/nobody/commands/mute", "");
-		uint64_t took = mqc_now_ns() - t0;
-		assert_int_equal(r.status, 503);
-		char buf[256];
-		assert_string_equal(json_str(r.body, "error", buf, sizeof buf), "no_responder");
-		assert_non_null(strstr(json_str(r.body, "message", buf, sizeof buf), "nobody subscribed"));
-		assert_true(took < 1 * MQC_NS_PER_S); /* the timeout is 5 s */
-	}
+	both_routes_answer(g.port, "nobody", 503, "no_responder", "nobody subscribed", 0,
+	    MQC_NS_PER_S); /* the timeout is 5 s */
 	gate_stop(&g, 5000);
 	g = gate_start(NULL, "--timeout", "300ms", "--qos", "0", NULL);
 	struct http_result r = http(g.port, "POST", "/devices/nobody/commands/mute", "");
