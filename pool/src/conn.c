@@ -588,6 +588,8 @@ static void redirect(struct mqp_pool *p, const struct pconn *c, struct mqc_str r
 	n->failing = true;
 	atomic_store(&n->a_failing, 1);
 	nodes_failing(p);
+	if (!ref.p)
+		return;
 	size_t len = 0;
 	while (len < ref.len && ref.p[len] != ' ')
 		len++;

@@ -162,10 +162,9 @@ bool mqp__should_move(
 	for (unsigned i = 0; i < n; i++) {
 		if (i == to || v[i].conns == 0)
 			continue;
-		if (in_order) {
-			*from = i; /* the last: the standby furthest down the list empties first */
-			found = true;
-		} else if (v[i].conns >= v[to].conns + 2 && (!found || v[i].conns > v[*from].conns)) {
+		/* in order: the last such node (the standby furthest down the list empties first) */
+		if (in_order
+		    || (v[i].conns >= v[to].conns + 2 && (!found || v[i].conns > v[*from].conns))) {
 			*from = i;
 			found = true;
 		}

@@ -134,7 +134,8 @@ static void answer(struct client *c, enum mode mode, int level)
 			size_t n = strlen(server_ref) < 200 ? strlen(server_ref) : 200;
 			unsigned char r[256] = { 0x20, (unsigned char)(6 + n), 0, 0x9C, (unsigned char)(3 + n),
 				0x1C, 0, (unsigned char)n };
-			memcpy(r + 8, server_ref, n);
+			for (size_t i = 0; i < n; i++) /* bytes of the packet, no terminator */
+				r[8 + i] = (unsigned char)server_ref[i];
 			if (!v5) {
 				drop(c);
 				return;
