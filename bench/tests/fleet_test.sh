@@ -68,6 +68,32 @@ fi
 grep -q '"p99":[1-9]' <(grep -o '"storms":.*' "$tmp/storm.json") && pass "storm latency percentiles from each loss" \
   || fail "no storm latency percentiles"
 
+# A storm across a cluster: two brokers in --broker, the clients spread over them (client k on
+# broker k mod 2); broker B SIGKILLed and left down: its clients reconnect to A.
+pa=$("$FREE_PORT"); pb=$("$FREE_PORT")
+start_broker "$tmp/ca.env" --no-tls --allow-anonymous --port "$pa" --plugin-opt http_listen=off
+A_LOG=$(. "$tmp/ca.env" && echo "$BROKER_LOG")
+start_broker "$tmp/cb.env" --no-tls --allow-anonymous --port "$pb" --plugin-opt http_listen=off
+B_PID=$(. "$tmp/cb.env" && echo "$BROKER_PID") B_LOG=$(. "$tmp/cb.env" && echo "$BROKER_LOG")
+"$MQB" connect --broker "mqtt://127.0.0.1:$pa,127.0.0.1:$pb" --clients 400 --rate 4000 --reconnect \
+  --reconnect-backoff 100ms,500ms --storms 1 --hold 60s --json >"$tmp/cluster.json" 2>"$tmp/cluster.err" &
+mqb=$!
+for _ in $(seq 100); do grep -q 'opened: connected 400 of 400' "$tmp/cluster.err" && break; sleep 0.1; done
+on_a=$(grep -c 'New client connected .* as mqbench-' "$A_LOG")
+on_b=$(grep -c 'New client connected .* as mqbench-' "$B_LOG")
+kill -9 "$B_PID"
+timeout 60 tail --pid=$mqb -f /dev/null
+wait $mqb; rc=$?
+lost=$(grep -o '"storms":\[{"lost":[0-9]*' "$tmp/cluster.json" | grep -o '[0-9]*$')
+back=$(grep -o '"reconnected":[0-9]*' "$tmp/cluster.json" | head -n 1 | cut -d: -f2)
+distinct_a=$(grep -o 'New client connected .* as mqbench-[^ ]*' "$A_LOG" | awk '{print $NF}' | sort -u | grep -c .)
+if [ $rc = 0 ] && [ "$on_a" = 200 ] && [ "$on_b" = 200 ] && [ "$lost" = 200 ] && [ "$back" = 200 ] \
+   && [ "$distinct_a" = 400 ]; then
+  pass "a storm across two brokers: 200 on each, B killed, its 200 back on A (A saw all 400 clients)"
+else
+  fail "across two brokers: exit $rc, on A $on_a on B $on_b, lost '$lost' back '$back', A saw $distinct_a: $(tail -2 "$tmp/cluster.err")"
+fi
+
 # A broker that does not come back: the storm is not over at the deadline, exit 1, said.
 "$MQB" connect --broker "$MQTT_URL" --clients 50 --reconnect --reconnect-backoff 100ms --hold 3s \
   >"$tmp/gone.out" 2>"$tmp/gone.err" &
