@@ -149,6 +149,10 @@ struct mqp_pool_options {
 	 * connections over the nodes that are up, the fewest first, ties at random; MQP_LB_IN_ORDER
 	 * puts every connection on the first node that is up, the others standing by. */
 	int load_balance;
+	/* (0.5) The brokers as a list, for programs that build it: a NULL-terminated array of
+	 * URLs (mqtt://host:port each, every one with the same scheme), given instead of
+	 * mqp_pool_new's broker_url (which is then NULL; both: MQP_EINVAL). */
+	const char *const *brokers;
 };
 
 #define MQP_LB_RANDOM   0

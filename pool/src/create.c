@@ -77,6 +77,34 @@ void mqp_pool_options_init(struct mqp_pool_options *options)
 		*options = (struct mqp_pool_options)MQP_POOL_OPTIONS_INIT;
 }
 
+/* options->brokers: each a URL as mqc_url_parse takes it, one scheme for all, none twice. */
+static int brokers_parse(
+    const char *const *list, struct mqc_url *urls, size_t *n, char *err, size_t errlen)
+{
+	*n = 0;
+	for (; *list; list++) {
+		if (*n == MQP_NODES_MAX) {
+			snprintf(err, errlen, "options->brokers: more than %d brokers", MQP_NODES_MAX);
+			return -1;
+		}
+		struct mqc_url *u = &urls[*n];
+		if (mqc_url_parse(*list, u, err, errlen) != 0)
+			return -1;
+		for (size_t i = 0; i < *n; i++)
+			if (urls[i].tls != u->tls
+			    || (urls[i].port == u->port && strcmp(urls[i].host, u->host) == 0)) {
+				snprintf(err, errlen, "options->brokers: %s %s", *list,
+				    urls[i].tls != u->tls ? "has another scheme than the first"
+				                          : "is listed twice");
+				return -1;
+			}
+		(*n)++;
+	}
+	if (*n == 0)
+		snprintf(err, errlen, "options->brokers is empty");
+	return *n ? 0 : -1;
+}
+
 mqp_err mqp_pool_new(const char *broker_url, const struct mqp_pool_options *options, mqp_pool **out,
     char *err, size_t errlen)
 {
@@ -107,11 +135,18 @@ mqp_err mqp_pool_new(const char *broker_url, const struct mqp_pool_options *opti
 	char urlerr[256];
 	struct mqc_url urls[MQP_NODES_MAX];
 	size_t nurls = 0;
-	if (!broker_url
-	    || mqc_url_list_parse(broker_url, urls, MQP_NODES_MAX, &nurls, urlerr, sizeof urlerr)
-	        != 0) {
+	if (broker_url && o->brokers) {
 		pool_free(p);
-		return fail(err, errlen, MQP_EINVAL, broker_url ? urlerr : "broker_url is NULL");
+		return fail(err, errlen, MQP_EINVAL, "broker_url and options->brokers: give one of them");
+	}
+	if (o->brokers ? brokers_parse(o->brokers, urls, &nurls, urlerr, sizeof urlerr) != 0
+	               : !broker_url
+	            || mqc_url_list_parse(
+	                   broker_url, urls, MQP_NODES_MAX, &nurls, urlerr, sizeof urlerr)
+	                != 0) {
+		pool_free(p);
+		return fail(err, errlen, MQP_EINVAL,
+		    broker_url || o->brokers ? urlerr : "broker_url is NULL (and no options->brokers)");
 	}
 	if (o->load_balance != MQP_LB_RANDOM && o->load_balance != MQP_LB_IN_ORDER) {
 		pool_free(p);

@@ -335,6 +335,52 @@ static void names_are_resolved_off_the_pools_thread(void **state)
 	node_stop(&n);
 }
 
+/* The list through the options, for programs that build it; what it refuses, said. */
+static void the_list_through_the_options(void **state)
+{
+	(void)state;
+	struct node nodes[2];
+	char url[2][64];
+	for (int i = 0; i < 2; i++) {
+		node_start(&nodes[i], "0");
+		snprintf(url[i], sizeof url[i], "mqtt://127.0.0.1:%d", nodes[i].port);
+	}
+	const char *list[] = { url[0], url[1], NULL };
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.min_size = o.max_size = 2;
+	o.brokers = list;
+	mqp_pool *p = NULL;
+	char err[256];
+	assert_int_equal(mqp_pool_new(NULL, &o, &p, err, sizeof err), MQP_OK);
+	wait_ready_on(p, 0, 1, 5000);
+	wait_ready_on(p, 1, 1, 5000);
+	struct mqp_reply reply;
+	assert_int_equal(mqp_pool_request(p, "n/cmd", "x", 1, 1, 5000, &reply), MQP_OK);
+	mqp_reply_free(&reply);
+	mqp_pool_destroy(p);
+	static const struct {
+		const char *url, *first, *second, *why;
+	} bad[] = {
+		{ "mqtt://127.0.0.1:1", "mqtt://a:1", NULL, "give one of them" },
+		{ NULL, "mqtt://a:1", "mqtts://b:1", "has another scheme than the first" },
+		{ NULL, "mqtt://a:1", "mqtt://a:1", "is listed twice" },
+		{ NULL, "mqtt://a,b", NULL, "a list of brokers" },
+		{ NULL, NULL, NULL, "is empty" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		const char *one[] = { bad[i].first, bad[i].second, NULL };
+		o.brokers = one;
+		p = NULL;
+		err[0] = '\0';
+		assert_int_equal(mqp_pool_new(bad[i].url, &o, &p, err, sizeof err), MQP_EINVAL);
+		assert_null(p);
+		if (!strstr(err, bad[i].why))
+			fail_msg("case %zu: '%s' does not say '%s'", i, err, bad[i].why);
+	}
+	for (int i = 0; i < 2; i++)
+		node_stop(&nodes[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -343,6 +389,7 @@ int main(void)
 		cmocka_unit_test(in_order_the_first_node_up_carries_everything),
 		cmocka_unit_test(redirects_and_shutdown_notices_are_honoured),
 		cmocka_unit_test(names_are_resolved_off_the_pools_thread),
+		cmocka_unit_test(the_list_through_the_options),
 	};
 	struct tb_options options = { .no_tls = true };
 	return TB_TEST_RUN(tests, &options);
