@@ -8,16 +8,19 @@
  * of the run node 1 is SIGKILLed, at 70 % it is started again on its port (its device connects
  * again by itself). Printed: requests failed and why, against those in flight on the lost node at
  * the kill; p50/p99/max of the requests scheduled before the loss and in the 5 s after it; how
- * long after the kill the last request failed; how long after the restart the node carried a
- * ready connection again. Numbers, not a gate.
+ * long after the kill the last "connection lost" came; how long after the restart the node
+ * carried a ready connection again. Then 2 s of commands nobody is subscribed to: how fast the
+ * broker's "no matching subscribers" comes back as MQP_ENORESPONDER. --rounds N runs it all N
+ * times on fresh nodes and prints the medians. Numbers, not a gate.
  *
- * Usage: failover --responder PATH [--rate N] [--seconds S] [--nodes N] [--delay D]
+ * Usage: failover --responder PATH [--rate N] [--seconds S] [--nodes N] [--delay D] [--rounds N]
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,68 +106,109 @@ static void print_window(const char *name, const struct mqc_hist *h)
 	    (double)mqc_hist_percentile(h, 99) / 1e6, h->count ? (double)h->max / 1e6 : 0.0);
 }
 
-int main(int argc, char **argv)
+/* What one round measured. */
+struct round {
+	unsigned lost, timeouts, nobody, other, inflight_lost;
+	double p99_before_ms, p99_after_ms, max_after_ms, last_lost_ms, back_s;
+	double nr_p50_ms, nr_p99_ms;
+	size_t nr_count;
+};
+
+struct config {
+	const char *responder, *delay;
+	double rate, seconds;
+	int nnodes;
+};
+
+static double ms(uint64_t ns)
 {
-	const char *responder = NULL, *delay = "2ms";
-	double rate = 2000, seconds = 12;
-	int nnodes = 3;
-	for (int i = 1; i < argc; i++) {
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(argv[i], "--responder") == 0 && v)
-			responder = argv[++i];
-		else if (strcmp(argv[i], "--rate") == 0 && v)
-			rate = atof(argv[++i]);
-		else if (strcmp(argv[i], "--seconds") == 0 && v)
-			seconds = atof(argv[++i]);
-		else if (strcmp(argv[i], "--nodes") == 0 && v)
-			nnodes = atoi(argv[++i]);
-		else if (strcmp(argv[i], "--delay") == 0 && v)
-			delay = argv[++i];
-		else {
-			fprintf(stderr,
-			    "usage: failover --responder PATH [--rate N (2000)] [--seconds S (12)] "
-			    "[--nodes N (3)] [--delay D (2ms, each device's answer)]\n");
-			return 2;
-		}
+	return (double)ns / 1e6;
+}
+
+/* A paced run of n requests to topic, one every period from t0; on_tick(i, now) before each. */
+static void paced(mqp_pool *pool, const char *topic, struct call *calls, size_t n, uint64_t t0,
+    uint64_t period, void (*on_tick)(void *ctx, uint64_t now), void *ctx)
+{
+	for (size_t i = 0; i < n; i++) {
+		calls[i].intended = t0 + i * period;
+		atomic_init(&calls[i].result, -1);
+		sleep_until(calls[i].intended);
+		if (on_tick)
+			on_tick(ctx, mqc_now_ns());
+		if (mqp_pool_request_async(pool, topic, "x", 1, 1, 5000, on_reply, &calls[i], NULL)
+		    != MQP_OK)
+			atomic_store(&calls[i].result, MQP_ENOMEM);
 	}
-	if (!responder || rate < 1 || rate > 50000 || seconds < 8 || seconds > 600 || nnodes < 2
-	    || nnodes > NODES_MAX) {
-		fprintf(stderr,
-		    "failover: --responder is required; --rate 1..50000, --seconds 8..600, "
-		    "--nodes 2..8\n");
-		return 2;
+}
+
+/* Until every call has completed (each has a 5 s timeout: 10 s at most). */
+static void wait_done(struct call *calls, size_t n)
+{
+	uint64_t until = mqc_now_ns() + 10 * MQC_NS_PER_S;
+	for (size_t i = 0; i < n && mqc_now_ns() < until; i++)
+		while (atomic_load(&calls[i].result) < 0 && mqc_now_ns() < until)
+			nanosleep(&(struct timespec) { .tv_nsec = 1000000 }, NULL);
+}
+
+/* The node loss and return, on the schedule of one round. */
+struct loss {
+	mqp_pool *pool;
+	struct tb_broker *victim;
+	uint64_t kill_at, back_at, killed, restarted, returned;
+	unsigned inflight;
+};
+
+static void loss_tick(void *ctx, uint64_t now)
+{
+	struct loss *l = ctx;
+	struct mqp_node_stats s;
+	if (!l->killed && now >= l->kill_at) {
+		mqp_pool_node_stats(l->pool, 1, &s, sizeof s);
+		l->inflight = s.inflight;
+		tb_broker_signal(l->victim, SIGKILL);
+		l->killed = mqc_now_ns();
 	}
-	signal(SIGPIPE, SIG_IGN);
+	if (l->killed && !l->restarted && now >= l->back_at) {
+		char err[512];
+		if (tb_broker_restart(l->victim, err, sizeof err) != 0)
+			fprintf(stderr, "failover: restart: %s\n", err);
+		l->restarted = mqc_now_ns();
+	}
+	if (l->restarted && !l->returned && mqp_pool_node_stats(l->pool, 1, &s, sizeof s) > 1
+	    && s.ready)
+		l->returned = mqc_now_ns();
+}
+
+static int run_round(const struct config *cfg, struct round *out)
+{
 	struct tb_broker *node[NODES_MAX];
 	pid_t dev[NODES_MAX];
-	char list[512] = "mqtt://";
+	char list[512] = "mqtt://", err[512];
 	struct tb_options to = { .no_tls = true,
 		.no_probe = true,
 		.allow_anonymous = true,
 		.no_password_file = true,
 		.no_acl_file = true };
-	for (int i = 0; i < nnodes; i++) {
-		char err[512];
+	for (int i = 0; i < cfg->nnodes; i++) {
 		if (tb_broker_start(&to, &node[i], err, sizeof err) != 0) {
 			fprintf(stderr, "failover: node %d: %s\n", i, err);
-			return 1;
+			return -1;
 		}
 		const struct tb_info *info = tb_broker_info(node[i]);
-		if ((dev[i] = device_start(responder, info->mqtt_url, delay)) < 0) {
+		if ((dev[i] = device_start(cfg->responder, info->mqtt_url, cfg->delay)) < 0) {
 			fprintf(stderr, "failover: the device on node %d did not start\n", i);
-			return 1;
+			return -1;
 		}
 		size_t at = strlen(list);
 		snprintf(list + at, sizeof list - at, "%s127.0.0.1:%d", i ? "," : "", info->port);
 	}
 	struct mqp_pool_options po = MQP_POOL_OPTIONS_INIT;
-	po.min_size = po.max_size = (unsigned)(2 * nnodes);
+	po.min_size = po.max_size = (unsigned)(2 * cfg->nnodes);
 	po.eviction_interval_ms = 1000;
 	mqp_pool *pool;
-	char err[512];
 	if (mqp_pool_new(list, &po, &pool, err, sizeof err) != MQP_OK) {
 		fprintf(stderr, "failover: %s\n", err);
-		return 1;
+		return -1;
 	}
 	struct mqp_pool_stats st;
 	uint64_t warm = mqc_now_ns() + 5 * MQC_NS_PER_S;
@@ -173,101 +217,167 @@ int main(int argc, char **argv)
 		mqp_pool_stats(pool, &st, sizeof st);
 	} while (st.ready < po.min_size && mqc_now_ns() < warm);
 
-	size_t n = (size_t)(rate * seconds);
-	struct call *calls = calloc(n, sizeof *calls);
-	if (!calls)
-		return 1;
-	uint64_t t0 = mqc_now_ns() + 100 * MQC_NS_PER_MS, period = (uint64_t)(1e9 / rate);
-	uint64_t kill_at = t0 + (uint64_t)(seconds * 0.4e9), back_at = t0 + (uint64_t)(seconds * 0.7e9);
-	uint64_t killed = 0, restarted = 0, returned = 0;
-	unsigned inflight_lost = 0;
-	for (size_t i = 0; i < n; i++) {
-		calls[i].intended = t0 + i * period;
-		atomic_init(&calls[i].result, -1);
-		sleep_until(calls[i].intended);
-		uint64_t now = mqc_now_ns();
-		if (!killed && now >= kill_at) {
-			struct mqp_node_stats s;
-			mqp_pool_node_stats(pool, 1, &s, sizeof s);
-			inflight_lost = s.inflight;
-			tb_broker_signal(node[1], SIGKILL);
-			killed = mqc_now_ns();
-		}
-		if (killed && !restarted && now >= back_at) {
-			if (tb_broker_restart(node[1], err, sizeof err) != 0)
-				fprintf(stderr, "failover: restart: %s\n", err);
-			restarted = mqc_now_ns();
-		}
-		if (restarted && !returned) {
-			struct mqp_node_stats s;
-			mqp_pool_node_stats(pool, 1, &s, sizeof s);
-			if (s.ready)
-				returned = mqc_now_ns();
-		}
-		if (mqp_pool_request_async(pool, "fo/cmd", "x", 1, 1, 5000, on_reply, &calls[i], NULL)
-		    != MQP_OK)
-			atomic_store(&calls[i].result, MQP_ENOMEM);
-	}
-	while (!returned && restarted && mqc_now_ns() < restarted + 15 * MQC_NS_PER_S) {
-		struct mqp_node_stats s;
-		mqp_pool_node_stats(pool, 1, &s, sizeof s);
-		if (s.ready)
-			returned = mqc_now_ns();
+	size_t n = (size_t)(cfg->rate * cfg->seconds), nr = (size_t)(cfg->rate * 2);
+	struct call *calls = calloc(n + nr, sizeof *calls);
+	struct mqc_hist before, after, nobody;
+	if (!calls || mqc_hist_init(&before, 7) != 0 || mqc_hist_init(&after, 7) != 0
+	    || mqc_hist_init(&nobody, 7) != 0)
+		return -1;
+	uint64_t t0 = mqc_now_ns() + 100 * MQC_NS_PER_MS, period = (uint64_t)(1e9 / cfg->rate);
+	struct loss l = { .pool = pool,
+		.victim = node[1],
+		.kill_at = t0 + (uint64_t)(cfg->seconds * 0.4e9),
+		.back_at = t0 + (uint64_t)(cfg->seconds * 0.7e9) };
+	paced(pool, "fo/cmd", calls, n, t0, period, loss_tick, &l);
+	while (!l.returned && l.restarted && mqc_now_ns() < l.restarted + 15 * MQC_NS_PER_S) {
+		loss_tick(&l, mqc_now_ns());
 		nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
 	}
-	mqp_pool_drain(pool, 10000);
+	wait_done(calls, n);
+	/* Nobody is subscribed to this topic on any node: each answer is the broker's 0x10. */
+	paced(pool, "nobody-here/cmd", calls + n, nr, mqc_now_ns() + 100 * MQC_NS_PER_MS, period, NULL,
+	    NULL);
+	wait_done(calls + n, nr);
 
-	struct mqc_hist before, after;
-	if (mqc_hist_init(&before, 7) != 0 || mqc_hist_init(&after, 7) != 0)
-		return 1;
-	unsigned lost = 0, timeouts = 0, nobody = 0, other = 0;
+	*out = (struct round) { .inflight_lost = l.inflight };
 	uint64_t last_lost = 0;
 	for (size_t i = 0; i < n; i++) {
 		int rc = atomic_load(&calls[i].result);
 		if (rc == MQP_OK) {
 			uint64_t lat = calls[i].done - calls[i].intended;
-			if (calls[i].intended >= t0 + MQC_NS_PER_S && calls[i].intended < killed)
+			if (calls[i].intended >= t0 + MQC_NS_PER_S && calls[i].intended < l.killed)
 				mqc_hist_record(&before, lat);
-			else if (calls[i].intended >= killed && calls[i].intended < killed + 5 * MQC_NS_PER_S)
+			else if (calls[i].intended >= l.killed
+			    && calls[i].intended < l.killed + 5 * MQC_NS_PER_S)
 				mqc_hist_record(&after, lat);
 			continue;
 		}
-		lost += rc == MQP_ECONNLOST;
-		timeouts += rc == MQP_ETIMEDOUT;
-		nobody += rc == MQP_ENORESPONDER;
-		other += rc != MQP_ECONNLOST && rc != MQP_ETIMEDOUT && rc != MQP_ENORESPONDER;
+		out->lost += rc == MQP_ECONNLOST;
+		out->timeouts += rc == MQP_ETIMEDOUT;
+		out->nobody += rc == MQP_ENORESPONDER;
+		out->other += rc != MQP_ECONNLOST && rc != MQP_ETIMEDOUT && rc != MQP_ENORESPONDER;
 		if (rc == MQP_ECONNLOST && calls[i].done > last_lost)
 			last_lost = calls[i].done;
 	}
+	unsigned nr_other = 0;
+	for (size_t i = n; i < n + nr; i++)
+		if (atomic_load(&calls[i].result) == MQP_ENORESPONDER)
+			mqc_hist_record(&nobody, calls[i].done - calls[i].intended);
+		else
+			nr_other++;
+	if (nr_other)
+		fprintf(stderr, "failover: %u of the commands to nobody ended otherwise (first: %s)\n",
+		    nr_other, mqp_strerror(atomic_load(&calls[n].result)));
+	out->p99_before_ms = ms(mqc_hist_percentile(&before, 99));
+	out->p99_after_ms = ms(mqc_hist_percentile(&after, 99));
+	out->max_after_ms = after.count ? ms(after.max) : 0;
+	out->last_lost_ms = last_lost ? ms(last_lost - l.killed) : 0;
+	out->back_s = l.returned ? (double)(l.returned - l.restarted) / 1e9 : -1;
+	out->nr_count = (size_t)nobody.count;
+	out->nr_p50_ms = ms(mqc_hist_percentile(&nobody, 50));
+	out->nr_p99_ms = ms(mqc_hist_percentile(&nobody, 99));
+
 	printf("failover: %d nodes, %.0f requests/s for %.0f s, QoS 1, devices answer after %s; "
 	       "node 1 SIGKILLed at %.1f s, started again at %.1f s\n",
-	    nnodes, rate, seconds, delay, (double)(killed - t0) / 1e9, (double)(restarted - t0) / 1e9);
+	    cfg->nnodes, cfg->rate, cfg->seconds, cfg->delay, (double)(l.killed - t0) / 1e9,
+	    (double)(l.restarted - t0) / 1e9);
 	printf("  failed: %u connection lost (in flight on node 1 at the kill: %u), %u timed out, "
 	       "%u other\n",
-	    lost, inflight_lost, timeouts, other);
-	if (nobody)
+	    out->lost, out->inflight_lost, out->timeouts, out->other);
+	if (out->nobody)
 		printf("  %u answered 'no responder' by node 1 back before its device had subscribed "
 		       "again\n",
-		    nobody);
+		    out->nobody);
 	print_window("before the loss (1 s on)", &before);
 	print_window("5 s after the loss", &after);
 	if (last_lost)
 		printf("  the last 'connection lost' came %.2f ms after the kill; no request waited for "
 		       "the lost node's timeout\n",
-		    (double)(last_lost - killed) / 1e6);
-	if (returned)
-		printf("  node 1 carried a ready connection again %.2f s after its restart\n",
-		    (double)(returned - restarted) / 1e9);
+		    out->last_lost_ms);
+	if (l.returned)
+		printf("  node 1 carried a ready connection again %.2f s after its restart\n", out->back_s);
 	else
 		printf("  node 1 carried no connection within 15 s of its restart\n");
+	print_window("no responder (0x10)", &nobody);
 	mqp_pool_destroy(pool);
-	for (int i = 0; i < nnodes; i++) {
+	for (int i = 0; i < cfg->nnodes; i++) {
 		kill(dev[i], SIGTERM);
 		waitpid(dev[i], NULL, 0);
 		tb_broker_stop(node[i]);
 	}
 	mqc_hist_free(&before);
 	mqc_hist_free(&after);
+	mqc_hist_free(&nobody);
 	free(calls);
+	return 0;
+}
+
+static int by_value(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* The median of the rounds' values of one field. */
+static double median(const struct round *r, int n, size_t offset)
+{
+	double v[64];
+	for (int i = 0; i < n; i++)
+		memcpy(&v[i], (const char *)&r[i] + offset, sizeof v[i]);
+	qsort(v, (size_t)n, sizeof v[0], by_value);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int main(int argc, char **argv)
+{
+	struct config cfg = { .delay = "2ms", .rate = 2000, .seconds = 12, .nnodes = 3 };
+	int rounds = 1;
+	for (int i = 1; i < argc; i++) {
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(argv[i], "--responder") == 0 && v)
+			cfg.responder = argv[++i];
+		else if (strcmp(argv[i], "--rate") == 0 && v)
+			cfg.rate = atof(argv[++i]);
+		else if (strcmp(argv[i], "--seconds") == 0 && v)
+			cfg.seconds = atof(argv[++i]);
+		else if (strcmp(argv[i], "--nodes") == 0 && v)
+			cfg.nnodes = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--delay") == 0 && v)
+			cfg.delay = argv[++i];
+		else if (strcmp(argv[i], "--rounds") == 0 && v)
+			rounds = atoi(argv[++i]);
+		else {
+			fprintf(stderr,
+			    "usage: failover --responder PATH [--rate N (2000)] [--seconds S (12)] "
+			    "[--nodes N (3)] [--delay D (2ms, each device's answer)] [--rounds N (1)]\n");
+			return 2;
+		}
+	}
+	if (!cfg.responder || cfg.rate < 1 || cfg.rate > 50000 || cfg.seconds < 8 || cfg.seconds > 600
+	    || cfg.nnodes < 2 || cfg.nnodes > NODES_MAX || rounds < 1 || rounds > 64) {
+		fprintf(stderr,
+		    "failover: --responder is required; --rate 1..50000, --seconds 8..600, "
+		    "--nodes 2..8, --rounds 1..64\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	struct round r[64];
+	for (int i = 0; i < rounds; i++) {
+		if (rounds > 1)
+			printf("== round %d of %d\n", i + 1, rounds);
+		if (run_round(&cfg, &r[i]) != 0)
+			return 1;
+	}
+	if (rounds > 1)
+		printf("== medians of %d rounds: p99 before %.2f ms, in the 5 s after the loss %.2f ms "
+		       "(max %.2f ms); the last 'connection lost' %.2f ms after the kill; the node back "
+		       "%.2f s after its restart; no responder p50 %.3f ms, p99 %.3f ms\n",
+		    rounds, median(r, rounds, offsetof(struct round, p99_before_ms)),
+		    median(r, rounds, offsetof(struct round, p99_after_ms)),
+		    median(r, rounds, offsetof(struct round, max_after_ms)),
+		    median(r, rounds, offsetof(struct round, last_lost_ms)),
+		    median(r, rounds, offsetof(struct round, back_s)),
+		    median(r, rounds, offsetof(struct round, nr_p50_ms)),
+		    median(r, rounds, offsetof(struct round, nr_p99_ms)));
 	return 0;
 }
