@@ -99,14 +99,16 @@ static enum mqp_wire_result try_next(struct mqp_wire *w, int last_errno)
 
 /* --- resolving --------------------------------------------------------------------------- */
 
-/* One getaddrinfo_a request. glibc holds it until its notification has run, which may be after
- * the wire gave up on it (closed while a resolver hangs): two references, the wire's and the
- * notification's, and the last one frees it. */
+/* One name being resolved by a thread of its own: getaddrinfo blocks (a DNS server that never
+ * answers holds it for its whole timeout), so it never runs on the pool's thread, which may be
+ * the application's event loop. The thread may outlive the wire's interest (the connection gave
+ * up while a resolver hangs): two references, the wire's and the thread's, and the last frees it.
+ */
 struct mqp_resolve {
-	struct gaicb cb;
-	struct addrinfo hints;
-	atomic_bool done;
 	atomic_int refs;
+	atomic_bool done; /* release: rc, err and result are written before it */
+	int rc, err;
+	struct addrinfo *result;
 	char host[MQC_URL_HOST_MAX];
 	char service[8];
 };
@@ -115,16 +117,20 @@ static void resolve_unref(struct mqp_resolve *r)
 {
 	if (atomic_fetch_sub(&r->refs, 1) != 1)
 		return;
-	if (r->cb.ar_result)
-		freeaddrinfo(r->cb.ar_result);
+	if (r->result)
+		freeaddrinfo(r->result);
 	free(r);
 }
 
-static void resolved(union sigval sv)
+static void *resolve_main(void *arg)
 {
-	struct mqp_resolve *r = sv.sival_ptr;
-	atomic_store(&r->done, true);
+	struct mqp_resolve *r = arg;
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+	r->rc = getaddrinfo(r->host, r->service, &hints, &r->result);
+	r->err = errno;
+	atomic_store_explicit(&r->done, true, memory_order_release);
 	resolve_unref(r);
+	return NULL;
 }
 
 /* The addresses, rotated so that the rotate-th comes first: connections to a name with several
@@ -155,7 +161,8 @@ static bool is_address(const char *host)
 	return inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
 }
 
-/* Hand host to glibc's resolver threads: the wire is RESOLVING until mqp__wire_poll. */
+/* Start host's resolution on a detached thread that takes no signals (the application's
+ * handlers run on its own threads): the wire is RESOLVING until mqp__wire_poll finds it done. */
 static enum mqp_wire_result resolve_start(struct mqp_wire *w, const char *host, const char *service)
 {
 	struct mqp_resolve *r = calloc(1, sizeof *r);
@@ -163,18 +170,23 @@ static enum mqp_wire_result resolve_start(struct mqp_wire *w, const char *host, 
 		return fail(w, "cannot resolve", "out of memory");
 	snprintf(r->host, sizeof r->host, "%s", host);
 	snprintf(r->service, sizeof r->service, "%s", service);
-	r->hints = (struct addrinfo) { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
-	r->cb
-	    = (struct gaicb) { .ar_name = r->host, .ar_service = r->service, .ar_request = &r->hints };
 	atomic_init(&r->refs, 2);
-	struct sigevent ev = {
-		.sigev_notify = SIGEV_THREAD, .sigev_notify_function = resolved, .sigev_value.sival_ptr = r
-	};
-	struct gaicb *list[] = { &r->cb };
-	int rc = getaddrinfo_a(GAI_NOWAIT, list, 1, &ev);
+	atomic_init(&r->done, false);
+	pthread_attr_t attr;
+	pthread_t t;
+	sigset_t all, old;
+	sigfillset(&all);
+	int rc = pthread_attr_init(&attr);
+	if (rc == 0) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		rc = pthread_create(&t, &attr, resolve_main, r);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_attr_destroy(&attr);
+	}
 	if (rc != 0) {
 		free(r);
-		return fail(w, "cannot resolve", rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+		return fail(w, "cannot resolve", "no thread for the resolver");
 	}
 	w->resolve = r;
 	w->resolve_start = mqc_now_ns();
@@ -185,16 +197,17 @@ static enum mqp_wire_result resolve_start(struct mqp_wire *w, const char *host, 
 enum mqp_wire_result mqp__wire_poll(struct mqp_wire *w)
 {
 	struct mqp_resolve *r = w->resolve;
-	if (w->state != MQP_WIRE_RESOLVING || !atomic_load(&r->done))
+	if (w->state != MQP_WIRE_RESOLVING || !atomic_load_explicit(&r->done, memory_order_acquire))
 		return MQP_WIRE_OK;
-	int rc = gai_error(&r->cb);
 	w->resolve = NULL;
-	if (rc != 0) {
+	if (r->rc != 0) {
+		const char *why = r->rc == EAI_SYSTEM ? strerror(r->err) : gai_strerror(r->rc);
+		fail(w, "cannot resolve", why);
 		resolve_unref(r);
-		return fail(w, "cannot resolve", rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+		return MQP_WIRE_ERROR;
 	}
-	w->ai = w->ai_next = rotated(r->cb.ar_result, w->rotate);
-	r->cb.ar_result = NULL; /* the wire's now */
+	w->ai = w->ai_next = rotated(r->result, w->rotate);
+	r->result = NULL; /* the wire's now */
 	resolve_unref(r);
 	return try_next(w, 0);
 }

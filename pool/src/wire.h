@@ -39,7 +39,7 @@ struct mqp_watcher {
 
 enum mqp_wire_state {
 	MQP_WIRE_CLOSED,
-	MQP_WIRE_RESOLVING,  /* a host name: getaddrinfo_a works on it, mqp__wire_poll looks */
+	MQP_WIRE_RESOLVING,  /* a host name: a resolver thread works on it, mqp__wire_poll looks */
 	MQP_WIRE_CONNECTING, /* TCP */
 	MQP_WIRE_HANDSHAKE,  /* TLS */
 	MQP_WIRE_OPEN,
@@ -59,7 +59,7 @@ struct mqp_wire {
 	bool short_send;               /* the last send left bytes: watch for EPOLLOUT */
 	bool finishing, shut;          /* mqp__wire_finish: our side ends once sent; it has */
 	struct addrinfo *ai, *ai_next; /* while connecting: the addresses, and the next to try */
-	struct mqp_resolve *resolve;   /* while resolving: the request, shared with glibc */
+	struct mqp_resolve *resolve;   /* while resolving: shared with its resolver thread */
 	unsigned rotate;               /* the address of the name to try first (of those it has) */
 	uint64_t resolve_start;
 	char where[280]; /* "host:port" for messages */
@@ -74,7 +74,7 @@ enum mqp_wire_result {
 
 /* Start a non-blocking connect to host's addresses, beginning at the rotate-th (modulo how many
  * it has), the next tried when one fails. An IP address is used as it is; a name is resolved by
- * glibc's getaddrinfo_a on its own threads, never on the caller's: the wire is RESOLVING until
+ * getaddrinfo on a thread of its own, never the caller's: the wire is RESOLVING until
  * mqp__wire_poll finds the answer in. ctx: TLS with that context, the server's name (or address)
  * checked and sent as SNI. The socket is watched by watcher with tag. MQP_WIRE_OK or
  * MQP_WIRE_ERROR (w->err; w is closed). */
