@@ -283,8 +283,10 @@ int main(int argc, char **argv)
 		  "statistics)\n"
 		  "Statuses: 200 reply, 400 bad id/name/body, 403 the broker refused the command, "
 		  "404,\n405, 413 body too large, 502 broker unreachable or refused the gateway, 503 pool "
-		  "exhausted\nor shutting down, 504 device timeout. A broker that refuses the "
-		  "gateway at start stops it\n(exit 1, the broker's reason).",
+		  "exhausted,\nno device subscribed (the broker said so) or shutting down, 504 device "
+		  "timeout. A broker that\nrefuses the gateway at start stops it (exit 1, the broker's "
+		  "reason). --broker takes several\nbrokers: the pool spreads over them, /healthz and "
+		  "/metrics say each one's state.",
 		.version = "mqp-gate-api " MQTTPOOL_VERSION,
 		.opts = options,
 		.conn_opts = MQC_CLI_BROKER | MQC_CLI_QOS | MQC_CLI_PROTOCOL | MQC_CLI_BROKER_LIST,
