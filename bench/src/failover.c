@@ -219,10 +219,16 @@ static int run_round(const struct config *cfg, struct round *out)
 
 	size_t n = (size_t)(cfg->rate * cfg->seconds), nr = (size_t)(cfg->rate * 2);
 	struct call *calls = calloc(n + nr, sizeof *calls);
-	struct mqc_hist before, after, nobody;
+	struct mqc_hist before = { 0 }, after = { 0 }, nobody = { 0 };
 	if (!calls || mqc_hist_init(&before, 7) != 0 || mqc_hist_init(&after, 7) != 0
-	    || mqc_hist_init(&nobody, 7) != 0)
+	    || mqc_hist_init(&nobody, 7) != 0) {
+		fprintf(stderr, "failover: out of memory\n");
+		free(calls);
+		mqc_hist_free(&before);
+		mqc_hist_free(&after);
+		mqc_hist_free(&nobody);
 		return -1;
+	}
 	uint64_t t0 = mqc_now_ns() + 100 * MQC_NS_PER_MS, period = (uint64_t)(1e9 / cfg->rate);
 	struct loss l = { .pool = pool,
 		.victim = node[1],
