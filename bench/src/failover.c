@@ -165,8 +165,9 @@ static void loss_tick(void *ctx, uint64_t now)
 	if (!l->killed && now >= l->kill_at) {
 		mqp_pool_node_stats(l->pool, 1, &s, sizeof s);
 		l->inflight = s.inflight;
+		uint64_t t = mqc_now_ns(); /* before: what the kill causes may be stamped first */
 		tb_broker_signal(l->victim, SIGKILL);
-		l->killed = mqc_now_ns();
+		l->killed = t;
 	}
 	if (l->killed && !l->restarted && now >= l->back_at) {
 		char err[512];

@@ -172,8 +172,8 @@ static void a_lost_node_costs_only_what_was_in_flight_on_it(void **state)
 	WAIT_FOR_STATS(p, st, st.inflight == N, 2000);
 	assert_int_equal(st.inflight, N);
 	uint64_t on_lost = node_stats(p, 1).requests;
-	assert_int_equal(tb_broker_signal(nodes[1].broker, SIGKILL), 0);
 	uint64_t killed = mqc_now_ns();
+	assert_int_equal(tb_broker_signal(nodes[1].broker, SIGKILL), 0);
 	unsigned failed = 0;
 	for (int i = 0; i < N; i++) {
 		assert_true(wait_flag(&calls[i].calls, 5000));

@@ -69,6 +69,19 @@ struct tb_client *tb_test_connect(const char *url, int protocol)
 	return c;
 }
 
+static int revive_broker(void **state)
+{
+	(void)state;
+	if (tb_broker_alive(broker, NULL))
+		return 0;
+	char err[1024];
+	if (tb_broker_restart(broker, err, sizeof err) != 0) {
+		fprintf(stderr, "the broker died in a test and did not restart: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
 int tb_test_run(const char *name, const struct CMUnitTest *tests, size_t count,
     const struct tb_options *options)
 {
@@ -77,7 +90,20 @@ int tb_test_run(const char *name, const struct CMUnitTest *tests, size_t count,
 		fprintf(stderr, "%s: cannot start the test broker: %s\n", name, err);
 		return 1;
 	}
-	int failed = _cmocka_run_group_tests(name, tests, count, NULL, NULL);
+	/* A test that fails between killing the broker and restarting it must not fail the ones
+	 * after it: each test without a teardown of its own gets one that revives the broker. */
+	struct CMUnitTest *own = calloc(count, sizeof *own);
+	if (!own) {
+		tb_broker_stop(broker);
+		return 1;
+	}
+	for (size_t i = 0; i < count; i++) {
+		own[i] = tests[i];
+		if (!own[i].teardown_func)
+			own[i].teardown_func = revive_broker;
+	}
+	int failed = _cmocka_run_group_tests(name, own, count, NULL, NULL);
+	free(own);
 	if (failed)
 		tb_broker_dump_log(broker, stderr);
 	tb_broker_stop(broker);
