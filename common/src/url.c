@@ -25,22 +25,47 @@ int mqc_url_parse(const char *text, struct mqc_url *out, char *err, size_t errle
 	/* The names other MQTT tools use too: tcp:// is mqtt://, ssl:// is mqtts://. */
 	static const struct {
 		const char *prefix;
-		bool tls;
-	} schemes[]
-	    = { { "mqtt://", false }, { "mqtts://", true }, { "tcp://", false }, { "ssl://", true } };
+		bool tls, ws;
+		int port;
+	} schemes[] = {
+		{ "mqtt://", false, false, 1883 },
+		{ "mqtts://", true, false, 8883 },
+		{ "tcp://", false, false, 1883 },
+		{ "ssl://", true, false, 8883 },
+		{ "ws://", false, true, 80 },
+		{ "wss://", true, true, 443 },
+	};
 	p = NULL;
 	for (size_t i = 0; i < sizeof schemes / sizeof schemes[0] && !p; i++)
 		if (strncmp(text, schemes[i].prefix, strlen(schemes[i].prefix)) == 0) {
 			p = text + strlen(schemes[i].prefix);
 			url.tls = schemes[i].tls;
+			url.ws = schemes[i].ws;
+			url.port = schemes[i].port;
 		}
 	if (!p)
-		return fail(err, errlen, text, "scheme must be mqtt://, mqtts://, tcp:// or ssl://");
-	url.port = url.tls ? 8883 : 1883;
+		return fail(
+		    err, errlen, text, "scheme must be mqtt://, mqtts://, tcp://, ssl://, ws:// or wss://");
 
 	size_t authority = strcspn(p, "/?#");
-	if (p[authority] == '?' || p[authority] == '#' || (p[authority] == '/' && p[authority + 1]))
-		return fail(err, errlen, text, "paths and queries are not allowed");
+	if (url.ws) {
+		const char *path = p + authority;
+		if (*path == '?' || *path == '#')
+			return fail(err, errlen, text, "the path must begin with '/'");
+		if (!*path)
+			path = "/mqtt";
+		if (strlen(path) >= sizeof url.path)
+			return fail(err, errlen, text, "the path is too long");
+		for (const char *c = path; *c; c++)
+			if (*c <= ' ' || *c >= 0x7f || *c == '#')
+				return fail(err, errlen, text,
+				    "the path holds a space, a control character or a fragment ('#')");
+		snprintf(url.path, sizeof url.path, "%s", path);
+	} else if (p[authority] == '?' || p[authority] == '#'
+	    || (p[authority] == '/' && p[authority + 1])) {
+		return fail(
+		    err, errlen, text, "paths and queries are not allowed (except on ws:// and wss://)");
+	}
 	if (memchr(p, ',', authority))
 		return fail(
 		    err, errlen, text, "a list of brokers (host1,host2) is not taken here: give one");
@@ -104,10 +129,11 @@ int mqc_url_parse(const char *text, struct mqc_url *out, char *err, size_t errle
 
 int mqc_url_format(const struct mqc_url *url, char *buf, size_t len)
 {
-	const char *scheme = url->tls ? "mqtts" : "mqtt";
+	const char *scheme = url->ws ? (url->tls ? "wss" : "ws") : url->tls ? "mqtts" : "mqtt";
+	const char *path = url->ws ? url->path : "";
 	if (strchr(url->host, ':'))
-		return snprintf(buf, len, "%s://[%s]:%d", scheme, url->host, url->port);
-	return snprintf(buf, len, "%s://%s:%d", scheme, url->host, url->port);
+		return snprintf(buf, len, "%s://[%s]:%d%s", scheme, url->host, url->port, path);
+	return snprintf(buf, len, "%s://%s:%d%s", scheme, url->host, url->port, path);
 }
 
 int mqc_url_list_parse(
@@ -117,20 +143,26 @@ int mqc_url_list_parse(
 	if (!rest) /* no scheme: mqc_url_parse says what is wrong */
 		return mqc_url_parse(text, out, err, errlen) == 0 ? (*n = 1, 0) : -1;
 	rest += 3;
+	/* A WebSocket path after the last item is every item's: the items end where it begins. */
+	bool ws = strncmp(text, "ws", 2) == 0;
+	const char *tail = ws ? rest + strcspn(rest, "/?#") : rest + strlen(rest);
 	size_t scheme_len = (size_t)(rest - text), count = 0;
 	for (const char *item = rest;; item++) {
 		size_t len = strcspn(item, ",");
-		char one[MQC_URL_HOST_MAX + 32];
+		if (item + len > tail)
+			len = (size_t)(tail - item);
+		char one[MQC_URL_HOST_MAX + MQC_URL_PATH_MAX + 32];
 		if (len == 0 || (len == 1 && *item == '/'))
 			return fail(err, errlen, text, "an empty broker in the list");
-		if (scheme_len + len >= sizeof one)
+		if (scheme_len + len + strlen(tail) >= sizeof one)
 			return fail(err, errlen, text, "a broker in the list is too long");
 		if (count == max) {
 			char why[64];
 			snprintf(why, sizeof why, "more than %zu brokers", max);
 			return fail(err, errlen, text, why);
 		}
-		snprintf(one, sizeof one, "%.*s%.*s", (int)scheme_len, text, (int)len, item);
+		snprintf(
+		    one, sizeof one, "%.*s%.*s%s", (int)scheme_len, text, (int)len, item, ws ? tail : "");
 		if (mqc_url_parse(one, &out[count], err, errlen) != 0)
 			return -1;
 		for (size_t i = 0; i < count; i++)
@@ -138,7 +170,7 @@ int mqc_url_list_parse(
 				return fail(err, errlen, text, "a broker is listed twice");
 		count++;
 		item += len;
-		if (!*item)
+		if (!*item || item == tail)
 			break;
 	}
 	*n = count;

@@ -87,6 +87,55 @@ static void rejects_bad_urls_with_reason(void **state)
 	}
 }
 
+static void parses_websocket_urls(void **state)
+{
+	(void)state;
+	struct mqc_url url;
+	char err[256], buf[400];
+	assert_int_equal(mqc_url_parse("ws://broker", &url, err, sizeof err), 0);
+	assert_true(url.ws);
+	assert_false(url.tls);
+	assert_int_equal(url.port, 80);
+	assert_string_equal(url.path, "/mqtt"); /* the default path */
+	assert_int_equal(mqc_url_parse("wss://[::1]:8443/ws?token=a%20b", &url, err, sizeof err), 0);
+	assert_true(url.ws && url.tls);
+	assert_string_equal(url.host, "::1");
+	assert_int_equal(url.port, 8443);
+	assert_string_equal(url.path, "/ws?token=a%20b");
+	mqc_url_format(&url, buf, sizeof buf);
+	assert_string_equal(buf, "wss://[::1]:8443/ws?token=a%20b");
+	assert_int_equal(mqc_url_parse("wss://b", &url, err, sizeof err), 0);
+	assert_int_equal(url.port, 443);
+	static const struct {
+		const char *url, *reason;
+	} bad[] = {
+		{ "ws://h?x", "must begin with '/'" },
+		{ "ws://h/a#frag", "fragment" },
+		{ "ws://h/a b", "space" },
+		{ "ws://h:80:80/", "port is not a number" },
+		{ "wss://u:p@h/", "credentials" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		err[0] = '\0';
+		assert_int_equal(mqc_url_parse(bad[i].url, &url, err, sizeof err), -1);
+		if (!strstr(err, bad[i].reason))
+			fail_msg("%s: '%s' does not say '%s'", bad[i].url, err, bad[i].reason);
+	}
+	/* A list: the path after the last node is every node's. */
+	struct mqc_url u[4];
+	size_t n = 0;
+	assert_int_equal(mqc_url_list_parse("ws://a:81,b:82/x,y", u, 4, &n, err, sizeof err), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(u[0].path, "/x,y");
+	assert_string_equal(u[1].path, "/x,y");
+	assert_int_equal(u[1].port, 82);
+	assert_int_equal(mqc_url_list_parse("wss://a,b", u, 4, &n, err, sizeof err), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(u[1].path, "/mqtt");
+	assert_int_equal(mqc_url_list_parse("ws://a,/mqtt", u, 4, &n, err, sizeof err), -1);
+	assert_non_null(strstr(err, "an empty broker"));
+}
+
 static void parses_lists_of_brokers(void **state)
 {
 	(void)state;
@@ -132,6 +181,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(parses_plain_and_tls),
 		cmocka_unit_test(parses_ipv6),
+		cmocka_unit_test(parses_websocket_urls),
 		cmocka_unit_test(rejects_bad_urls_with_reason),
 		cmocka_unit_test(parses_lists_of_brokers),
 	};

@@ -24,7 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		mqc_url_format(&url, out, sizeof out);
 		struct mqc_url again; /* a formatted URL parses to the same thing */
 		if (mqc_url_parse(out, &again, err, sizeof err) != 0 || again.port != url.port
-		    || again.tls != url.tls || strcmp(again.host, url.host) != 0)
+		    || again.tls != url.tls || again.ws != url.ws || strcmp(again.host, url.host) != 0
+		    || (url.ws && strcmp(again.path, url.path) != 0))
 			abort();
 	}
 	struct mqc_url list[4];
