@@ -148,7 +148,7 @@ enum mqc_ws_rc mqc_ws_response(
 		if (len >= MQC_WS_HEAD_MAX)
 			return failed(err, errlen, "%s", "the handshake answer is longer than 8 KiB");
 		/* Not HTTP at all (an MQTT port, say) shows in its first bytes. */
-		if (len >= 5 && memcmp(head, "HTTP/", 5) != 0)
+		if (memcmp(head, "HTTP/", len < 5 ? len : 5) != 0)
 			return failed(err, errlen, "%s",
 			    "the answer to the WebSocket handshake is not HTTP (an MQTT port, not a "
 			    "WebSocket one?)");

@@ -153,6 +153,10 @@ struct mqp_pool_options {
 	 * URLs (mqtt://host:port each, every one with the same scheme), given instead of
 	 * mqp_pool_new's broker_url (which is then NULL; both: MQP_EINVAL). */
 	const char *const *brokers;
+	/* (0.5) ws:// and wss:// (MQTT over WebSockets): one more header line sent with the
+	 * upgrade request, "Name: value" without CR or LF (a proxy's "Authorization: Bearer ...");
+	 * NULL: none. */
+	const char *ws_header;
 };
 
 #define MQP_LB_RANDOM   0

@@ -463,7 +463,7 @@ static int conn_start(struct mqp_pool *p, struct pconn *c, int protocol, unsigne
 	c->connect_start = mqc_now_ns();
 	c->connect_deadline = c->connect_start + (uint64_t)p->opt.connect_timeout_ms * MQC_NS_PER_MS;
 	struct pnode *n = &p->nodes[node];
-	if (mqp__wire_start(&c->w, n->url.host, n->url.port, n->next_addr++, p->ssl_ctx, &p->watcher, c)
+	if (mqp__wire_start(&c->w, &n->url, p->ws_header, n->next_addr++, p->ssl_ctx, &p->watcher, c)
 	    != MQP_WIRE_OK) {
 		mqp__set_error(p, "%s", c->w.err);
 		return -1;
@@ -1411,7 +1411,7 @@ void mqp__conn_io(struct mqp_pool *p, struct pconn *c, uint32_t events)
 		if (c->ready) {
 			conn_error(p, c, "connection to %s lost: %s", c->w.where, c->w.err);
 			lost(p, c);
-		} else if (c->w.state == MQP_WIRE_OPEN) {
+		} else if (c->w.state == MQP_WIRE_OPEN && !c->w.violation) {
 			closed_early(p, c, c->w.err);
 		} else if (c->probe) {
 			probe_verdict(p, false, 0, c->w.err);

@@ -35,6 +35,7 @@ static void pool_free(struct mqp_pool *p)
 	free(p->cafile);
 	free(p->certfile);
 	free(p->keyfile);
+	free(p->ws_header);
 	free(p->conns);
 	free(p->nodes);
 	free(p->lease_gen);
@@ -91,11 +92,12 @@ static int brokers_parse(
 		if (mqc_url_parse(*list, u, err, errlen) != 0)
 			return -1;
 		for (size_t i = 0; i < *n; i++)
-			if (urls[i].tls != u->tls
+			if (urls[i].tls != u->tls || urls[i].ws != u->ws
 			    || (urls[i].port == u->port && strcmp(urls[i].host, u->host) == 0)) {
 				snprintf(err, errlen, "options->brokers: %s %s", *list,
-				    urls[i].tls != u->tls ? "has another scheme than the first"
-				                          : "is listed twice");
+				    urls[i].tls != u->tls || urls[i].ws != u->ws
+				        ? "has another scheme than the first"
+				        : "is listed twice");
 				return -1;
 			}
 		(*n)++;
@@ -202,6 +204,11 @@ mqp_err mqp_pool_new(const char *broker_url, const struct mqp_pool_options *opti
 		pool_free(p);
 		return fail(err, errlen, MQP_EINVAL, "a password needs a username");
 	}
+	if (o->ws_header && (strpbrk(o->ws_header, "\r\n") || !strchr(o->ws_header, ':'))) {
+		pool_free(p);
+		return fail(
+		    err, errlen, MQP_EINVAL, "ws_header must be one 'Name: value' line (no CR or LF)");
+	}
 	if (!o->certfile != !o->keyfile) {
 		pool_free(p);
 		return fail(err, errlen, MQP_EINVAL, "certfile and keyfile go together");
@@ -222,13 +229,15 @@ mqp_err mqp_pool_new(const char *broker_url, const struct mqp_pool_options *opti
 	p->cafile = dup_or_null(o->cafile);
 	p->certfile = dup_or_null(o->certfile);
 	p->keyfile = dup_or_null(o->keyfile);
+	p->ws_header = dup_or_null(o->ws_header);
+	p->opt.ws_header = p->ws_header;
 	p->conns = calloc(p->opt.max_size, sizeof *p->conns);
 	p->lease_gen = calloc(p->opt.max_size, sizeof *p->lease_gen);
 	p->lease_held = calloc(p->opt.max_size, sizeof *p->lease_held);
 	p->lease_info = calloc(p->opt.max_size, sizeof *p->lease_info);
 	if (mqc_hist_init(&p->h_request, 7) || mqc_hist_init(&p->h_acquire, 7)
 	    || mqc_hist_init(&p->h_connect, 7) || !p->client_prefix || !p->inbox_prefix || !p->conns
-	    || !p->lease_gen || !p->lease_held || !p->lease_info) {
+	    || !p->lease_gen || !p->lease_held || !p->lease_info || (o->ws_header && !p->ws_header)) {
 		pool_free(p);
 		return fail(err, errlen, MQP_ENOMEM, "out of memory");
 	}

@@ -430,9 +430,13 @@ static void expire(struct mqp_pool *p, uint64_t now)
 	for (unsigned i = 0; i < p->opt.max_size; i++) {
 		struct pconn *c = &p->conns[i];
 		if (c->open && !c->ready && c->stage != STAGE_CLOSING && now > c->connect_deadline) {
+			enum mqp_wire_state st = c->w.state;
 			mqp__set_error(p, "%s %s: not %s within %u ms",
-			    c->w.state == MQP_WIRE_RESOLVING ? "resolving" : "connect to", c->w.where,
-			    c->w.state == MQP_WIRE_RESOLVING ? "resolved" : "ready", p->opt.connect_timeout_ms);
+			    st == MQP_WIRE_RESOLVING ? "resolving" : "connect to", c->w.where,
+			    st == MQP_WIRE_RESOLVING     ? "resolved"
+			        : st == MQP_WIRE_UPGRADE ? "ready (the WebSocket upgrade was not answered)"
+			                                 : "ready",
+			    p->opt.connect_timeout_ms);
 			c->dead = c->failed_connect = true;
 			mqp__conn_settle(p, c);
 		}

@@ -171,6 +171,7 @@ struct mqp_pool {
 	struct pnode *nodes;
 	unsigned nnodes;
 	char *client_prefix, *inbox_prefix, *username, *password, *cafile, *certfile, *keyfile;
+	char *ws_header; /* options.ws_header, copied */
 	SSL_CTX *ssl_ctx;
 	pthread_t thread;
 	int ep;

@@ -214,10 +214,19 @@ enum mqp_wire_result mqp__wire_poll(struct mqp_wire *w)
 
 /* --- connecting ---------------------------------------------------------------------------- */
 
-enum mqp_wire_result mqp__wire_start(struct mqp_wire *w, const char *host, int port,
-    unsigned rotate, SSL_CTX *ctx, const struct mqp_watcher *watcher, void *tag)
+enum mqp_wire_result mqp__wire_start(struct mqp_wire *w, const struct mqc_url *url,
+    const char *ws_header, unsigned rotate, SSL_CTX *ctx, const struct mqp_watcher *watcher,
+    void *tag)
 {
-	*w = (struct mqp_wire) { .fd = -1, .watcher = watcher, .tag = tag, .rotate = rotate };
+	*w = (struct mqp_wire) { .fd = -1,
+		.watcher = watcher,
+		.tag = tag,
+		.rotate = rotate,
+		.ws = url->ws,
+		.url = url,
+		.ws_header = ws_header };
+	const char *host = url->host;
+	int port = url->port;
 	bool v6 = strchr(host, ':') != NULL;
 	snprintf(w->where, sizeof w->where, v6 ? "[%s]:%d" : "%s:%d", host, port);
 	char service[8];
@@ -287,16 +296,33 @@ static enum mqp_wire_result tls_error(struct mqp_wire *w, const char *when)
 	return fail(w, what, why);
 }
 
+/* The transport is up: MQTT begins, or over WebSockets the upgrade request is queued first. */
+static enum mqp_wire_result transport_up(struct mqp_wire *w)
+{
+	if (!w->ws) {
+		w->state = MQP_WIRE_OPEN;
+		return MQP_WIRE_OK;
+	}
+	if (mqc_ws_key(w->ws_key) != 0)
+		return fail(w, "WebSocket handshake with", "no random bytes for its key");
+	if (mqc_ws_request(&w->wout, w->url->host, w->url->port, w->url->tls, w->url->path, w->ws_key,
+	        w->ws_header)
+	    != 0)
+		return fail(w, "WebSocket handshake with",
+		    "cannot write the request (out of memory, or the extra header is not one "
+		    "'Name: value' line)");
+	w->state = MQP_WIRE_UPGRADE;
+	return MQP_WIRE_OK;
+}
+
 static enum mqp_wire_result handshake(struct mqp_wire *w)
 {
 	ERR_clear_error();
 	int rc = SSL_do_handshake(w->ssl);
 	if (take_ciphertext(w) != MQP_WIRE_OK)
 		return MQP_WIRE_ERROR;
-	if (rc == 1) {
-		w->state = MQP_WIRE_OPEN;
-		return MQP_WIRE_OK;
-	}
+	if (rc == 1)
+		return transport_up(w);
 	int e = SSL_get_error(w->ssl, rc);
 	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
 		return MQP_WIRE_OK;
@@ -307,24 +333,29 @@ static enum mqp_wire_result connected(struct mqp_wire *w)
 {
 	freeaddrinfo(w->ai);
 	w->ai = w->ai_next = NULL;
-	if (!w->ssl) {
-		w->state = MQP_WIRE_OPEN;
-		return MQP_WIRE_OK;
-	}
+	if (!w->ssl)
+		return transport_up(w);
 	w->state = MQP_WIRE_HANDSHAKE;
 	return handshake(w); /* the ClientHello goes out with the next flush */
 }
 
-/* Plain TCP: straight into rx. */
+/* Where what the transport delivers goes: rx, or over WebSockets win, to be unframed. */
+static struct mqc_buf *inbound(struct mqp_wire *w)
+{
+	return w->ws ? &w->win : &w->rx;
+}
+
+/* Plain TCP: straight into rx (win). */
 static enum mqp_wire_result read_plain(struct mqp_wire *w)
 {
+	struct mqc_buf *in = inbound(w);
 	for (int i = 0; i < READS_MAX; i++) {
-		if (mqc_buf_reserve(&w->rx, READ_ROOM, RX_LIMIT) != 0)
+		if (mqc_buf_reserve(in, READ_ROOM, RX_LIMIT) != 0)
 			return fail(w, "reading from", "out of memory");
-		size_t room = w->rx.cap - w->rx.len;
-		ssize_t n = recv(w->fd, w->rx.data + w->rx.len, room, 0);
+		size_t room = in->cap - in->len;
+		ssize_t n = recv(w->fd, in->data + in->len, room, 0);
 		if (n > 0) {
-			w->rx.len += (size_t)n;
+			in->len += (size_t)n;
 			if ((size_t)n < room)
 				return MQP_WIRE_OK; /* the socket is empty: no read to learn it */
 			continue;
@@ -366,21 +397,22 @@ static enum mqp_wire_result read_tls(struct mqp_wire *w, unsigned char *scratch,
 	if (w->state == MQP_WIRE_HANDSHAKE) {
 		if (handshake(w) != MQP_WIRE_OK)
 			return MQP_WIRE_ERROR;
-		if (w->state != MQP_WIRE_OPEN) {
+		if (w->state == MQP_WIRE_HANDSHAKE) {
 			if (eof)
 				return fail(w, "TLS handshake with",
 				    "the broker closed the connection (is it a TLS port?)");
 			return MQP_WIRE_OK;
 		}
 	}
+	struct mqc_buf *in = inbound(w);
 	for (;;) {
-		if (mqc_buf_reserve(&w->rx, READ_ROOM, RX_LIMIT) != 0)
+		if (mqc_buf_reserve(in, READ_ROOM, RX_LIMIT) != 0)
 			return fail(w, "TLS from", "out of memory");
-		size_t room = w->rx.cap - w->rx.len;
+		size_t room = in->cap - in->len;
 		ERR_clear_error();
-		int n = SSL_read(w->ssl, w->rx.data + w->rx.len, room > INT32_MAX ? INT32_MAX : (int)room);
+		int n = SSL_read(w->ssl, in->data + in->len, room > INT32_MAX ? INT32_MAX : (int)room);
 		if (n > 0) {
-			w->rx.len += (size_t)n;
+			in->len += (size_t)n;
 			continue;
 		}
 		int e = SSL_get_error(w->ssl, n);
@@ -394,6 +426,45 @@ static enum mqp_wire_result read_tls(struct mqp_wire *w, unsigned char *scratch,
 	if (take_ciphertext(w) != MQP_WIRE_OK)
 		return MQP_WIRE_ERROR;
 	return eof ? MQP_WIRE_EOF : MQP_WIRE_OK;
+}
+
+/* win holds what came: first the answer to the upgrade, then frames, unframed into rx. A ping
+ * is answered (with the next flush), a close ends the connection, saying the server's code. */
+static enum mqp_wire_result unframe(struct mqp_wire *w)
+{
+	char why[320];
+	if (w->state == MQP_WIRE_UPGRADE) {
+		size_t used = 0;
+		enum mqc_ws_rc rc = mqc_ws_response(
+		    w->win.data + w->win.off, mqc_buf_live(&w->win), w->ws_key, &used, why, sizeof why);
+		if (rc == MQC_WS_AGAIN)
+			return MQP_WIRE_OK;
+		if (rc == MQC_WS_ERROR)
+			return fail(w, "WebSocket handshake with", why);
+		mqc_buf_consume(&w->win, used);
+		w->state = MQP_WIRE_OPEN;
+	}
+	for (;;) {
+		struct mqc_ws_control ctl;
+		enum mqc_ws_rc rc = mqc_ws_read(&w->wsr, &w->win, &w->rx, RX_LIMIT,
+		    (uint64_t)MQC_MAX_PACKET + 5, &ctl, why, sizeof why);
+		if (rc == MQC_WS_AGAIN)
+			return MQP_WIRE_OK;
+		if (rc == MQC_WS_GOT_PING) {
+			if (mqc_ws_frame(&w->wout, MQC_WS_PONG, ctl.payload, ctl.len, true, RX_LIMIT) != 0)
+				return fail(w, "WebSocket to", "out of memory");
+			continue;
+		}
+		if (rc == MQC_WS_GOT_CLOSE) {
+			char code[200];
+			snprintf(code, sizeof code, "the server closed the WebSocket (status %d%s%.*s)",
+			    ctl.code, ctl.len > 2 ? ": " : "", ctl.len > 2 ? (int)ctl.len - 2 : 0,
+			    (const char *)ctl.payload + 2);
+			return fail(w, "WebSocket from", code);
+		}
+		w->violation = true;
+		return fail(w, "WebSocket from", why);
+	}
 }
 
 enum mqp_wire_result mqp__wire_io(
@@ -418,7 +489,16 @@ enum mqp_wire_result mqp__wire_io(
 		return MQP_WIRE_OK;
 	if (readable)
 		rc = w->ssl ? read_tls(w, scratch, scratch_len) : read_plain(w);
-	if (rc == MQP_WIRE_OK && (writable || mqc_buf_live(&w->cout)))
+	if (w->ws && rc != MQP_WIRE_ERROR && mqc_buf_live(&w->win)) {
+		enum mqp_wire_result ws = unframe(w);
+		if (ws == MQP_WIRE_ERROR)
+			return ws;
+	}
+	if (w->ws && rc == MQP_WIRE_EOF && w->state == MQP_WIRE_UPGRADE)
+		return fail(w, "WebSocket handshake with",
+		    "the server closed the connection (is it a WebSocket port?)");
+	if (rc == MQP_WIRE_OK
+	    && (writable || mqc_buf_live(&w->cout) || (w->ws && mqc_buf_live(&w->wout))))
 		rc = mqp__wire_flush(w);
 	if (rc == MQP_WIRE_OK)
 		rc = watch(w);
@@ -427,20 +507,34 @@ enum mqp_wire_result mqp__wire_io(
 
 enum mqp_wire_result mqp__wire_flush(struct mqp_wire *w)
 {
-	if (w->state != MQP_WIRE_OPEN && w->state != MQP_WIRE_HANDSHAKE)
+	if (w->state != MQP_WIRE_OPEN && w->state != MQP_WIRE_HANDSHAKE && w->state != MQP_WIRE_UPGRADE)
 		return MQP_WIRE_OK; /* connecting: what is queued waits */
-	if (w->ssl && w->state == MQP_WIRE_OPEN && mqc_buf_live(&w->tx)) {
+	/* Over WebSockets every packet of the turn goes in one binary frame (MQTT lets a frame
+	 * carry several packets, or part of one). */
+	struct mqc_buf *plain = &w->tx;
+	if (w->ws) {
+		if (w->state == MQP_WIRE_OPEN && mqc_buf_live(&w->tx)) {
+			if (mqc_ws_frame(&w->wout, MQC_WS_BINARY, w->tx.data + w->tx.off, mqc_buf_live(&w->tx),
+			        true, RX_LIMIT)
+			    != 0)
+				return fail(w, "WebSocket to", "out of memory");
+			mqc_buf_consume(&w->tx, mqc_buf_live(&w->tx));
+		}
+		plain = &w->wout;
+	}
+	if (w->ssl && w->state != MQP_WIRE_HANDSHAKE && mqc_buf_live(plain)) {
 		/* Every packet of the turn in one TLS write (records of up to 16 KiB), then one send. */
-		size_t live = mqc_buf_live(&w->tx);
+		size_t live = mqc_buf_live(plain);
 		ERR_clear_error();
-		int n = SSL_write(w->ssl, w->tx.data + w->tx.off, live > INT32_MAX ? INT32_MAX : (int)live);
+		int n
+		    = SSL_write(w->ssl, plain->data + plain->off, live > INT32_MAX ? INT32_MAX : (int)live);
 		if (n <= 0)
 			return tls_error(w, "write");
-		mqc_buf_consume(&w->tx, (size_t)n);
+		mqc_buf_consume(plain, (size_t)n);
 		if (take_ciphertext(w) != MQP_WIRE_OK)
 			return MQP_WIRE_ERROR;
 	}
-	struct mqc_buf *out = w->ssl ? &w->cout : &w->tx;
+	struct mqc_buf *out = w->ssl ? &w->cout : plain;
 	while (mqc_buf_live(out)) {
 		ssize_t n = send(w->fd, out->data + out->off, mqc_buf_live(out), MSG_NOSIGNAL);
 		if (n > 0) {
@@ -467,6 +561,13 @@ enum mqp_wire_result mqp__wire_finish(struct mqp_wire *w)
 		return fail(w, "closing", "the connection is not open");
 	if (mqp__wire_flush(w) != MQP_WIRE_OK) /* over TLS: what tx holds, encrypted first */
 		return MQP_WIRE_ERROR;
+	if (w->ws) { /* a close frame, "normal closure" (RFC 6455 7.4.1), after the DISCONNECT */
+		static const unsigned char normal[] = { 0x03, 0xe8 };
+		if (mqc_ws_frame(&w->wout, MQC_WS_CLOSE, normal, sizeof normal, true, RX_LIMIT) != 0)
+			return fail(w, "WebSocket to", "out of memory");
+		if (mqp__wire_flush(w) != MQP_WIRE_OK)
+			return MQP_WIRE_ERROR;
+	}
 	if (w->ssl) {
 		ERR_clear_error();
 		SSL_shutdown(w->ssl); /* queues close_notify; the peer's is read like any record */
@@ -479,7 +580,7 @@ enum mqp_wire_result mqp__wire_finish(struct mqp_wire *w)
 
 bool mqp__wire_pending(const struct mqp_wire *w)
 {
-	return mqc_buf_live(&w->tx) || mqc_buf_live(&w->cout);
+	return mqc_buf_live(&w->tx) || mqc_buf_live(&w->cout) || mqc_buf_live(&w->wout);
 }
 
 void mqp__wire_quickack(const struct mqp_wire *w)
@@ -501,5 +602,7 @@ void mqp__wire_close(struct mqp_wire *w)
 	mqc_buf_free(&w->rx);
 	mqc_buf_free(&w->tx);
 	mqc_buf_free(&w->cout);
+	mqc_buf_free(&w->wout);
+	mqc_buf_free(&w->win);
 	*w = (struct mqp_wire) { .fd = -1 };
 }

@@ -23,6 +23,8 @@
 #include <stdint.h>
 
 #include "mqc_codec.h"
+#include "mqc_url.h"
+#include "mqc_ws.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
 typedef struct ssl_st SSL;
@@ -42,6 +44,7 @@ enum mqp_wire_state {
 	MQP_WIRE_RESOLVING,  /* a host name: a resolver thread works on it, mqp__wire_poll looks */
 	MQP_WIRE_CONNECTING, /* TCP */
 	MQP_WIRE_HANDSHAKE,  /* TLS */
+	MQP_WIRE_UPGRADE,    /* WebSockets: the HTTP upgrade is sent, its answer awaited */
 	MQP_WIRE_OPEN,
 };
 
@@ -53,9 +56,18 @@ struct mqp_wire {
 	uint32_t events; /* what it is watched for now (EPOLLIN, EPOLLOUT; 0: not watched) */
 	SSL *ssl;        /* mqtts: decrypts rbio into rx, encrypts tx into wbio */
 	BIO *rbio, *wbio;
-	struct mqc_buf rx;             /* plaintext received: the codec frames packets from rx.off */
-	struct mqc_buf tx;             /* plaintext to send: the codec appends packets */
-	struct mqc_buf cout;           /* TLS: ciphertext not yet accepted by the kernel */
+	struct mqc_buf rx;   /* plaintext received: the codec frames packets from rx.off */
+	struct mqc_buf tx;   /* plaintext to send: the codec appends packets */
+	struct mqc_buf cout; /* TLS: ciphertext not yet accepted by the kernel */
+	/* ws:// and wss://: tx is framed into wout at each flush (then encrypted, over TLS), and
+	 * what arrives (decrypted) goes into win, unframed from there into rx. */
+	bool ws;
+	struct mqc_buf wout, win;
+	struct mqc_ws_reader wsr;
+	char ws_key[MQC_WS_KEY_LEN + 1];
+	const struct mqc_url *url;     /* the node's (it outlives the wire): host, port, path */
+	const char *ws_header;         /* the pool's option: one more header line for the upgrade */
+	bool violation;                /* the error was the peer breaking the protocol, not a close */
 	bool short_send;               /* the last send left bytes: watch for EPOLLOUT */
 	bool finishing, shut;          /* mqp__wire_finish: our side ends once sent; it has */
 	struct addrinfo *ai, *ai_next; /* while connecting: the addresses, and the next to try */
@@ -72,14 +84,17 @@ enum mqp_wire_result {
 	MQP_WIRE_ERROR, /* w->err says why */
 };
 
-/* Start a non-blocking connect to host's addresses, beginning at the rotate-th (modulo how many
- * it has), the next tried when one fails. An IP address is used as it is; a name is resolved by
- * getaddrinfo on a thread of its own, never the caller's: the wire is RESOLVING until
+/* Start a non-blocking connect to url's host's addresses, beginning at the rotate-th (modulo how
+ * many it has), the next tried when one fails. An IP address is used as it is; a name is
+ * resolved by getaddrinfo on a thread of its own, never the caller's: the wire is RESOLVING until
  * mqp__wire_poll finds the answer in. ctx: TLS with that context, the server's name (or address)
- * checked and sent as SNI. The socket is watched by watcher with tag. MQP_WIRE_OK or
- * MQP_WIRE_ERROR (w->err; w is closed). */
-enum mqp_wire_result mqp__wire_start(struct mqp_wire *w, const char *host, int port,
-    unsigned rotate, SSL_CTX *ctx, const struct mqp_watcher *watcher, void *tag);
+ * checked and sent as SNI. url->ws: MQTT over WebSockets, the upgrade to url->path with
+ * ws_header (NULL: none) as one more header line; the wire is OPEN once the server's 101 is
+ * checked. The socket is watched by watcher with tag. MQP_WIRE_OK or MQP_WIRE_ERROR (w->err; w
+ * is closed). */
+enum mqp_wire_result mqp__wire_start(struct mqp_wire *w, const struct mqc_url *url,
+    const char *ws_header, unsigned rotate, SSL_CTX *ctx, const struct mqp_watcher *watcher,
+    void *tag);
 
 /* RESOLVING: has the answer come? Then the connect starts (MQP_WIRE_OK, now CONNECTING), or
  * MQP_WIRE_ERROR says the name cannot be resolved. Still waiting: MQP_WIRE_OK, RESOLVING. */
