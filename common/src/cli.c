@@ -20,6 +20,7 @@ enum {
 	K_CERT,
 	K_KEY,
 	K_PASSWORD_FILE,
+	K_WS_HEADER,
 	K_PROTOCOL,
 	K_VERSION,
 };
@@ -34,14 +35,19 @@ struct given {
 static const struct mqc_cli_opt conn_table[] = {
 	{ NULL, 0, NULL, "Broker connection:", MQC_CLI_BROKER },
 	{ "broker", 'b', "URL",
-	    "mqtt://[USER[:PASSWORD]@]HOST[:PORT], mqtts://... for TLS\n(also tcp://, ssl://); "
-	    "required",
+	    "mqtt://[USER[:PASSWORD]@]HOST[:PORT], mqtts://... for TLS\n(also tcp://, ssl://), "
+	    "ws://HOST[:PORT][/PATH] and wss://... for\nMQTT over WebSockets (path /mqtt when "
+	    "none); required",
 	    MQC_CLI_BROKER },
 	{ "cafile", K_CAFILE, "FILE",
 	    "CA certificate for mqtts:// (default: the system's trust\nstore); the broker's "
 	    "certificate and host name are always\nverified",
 	    MQC_CLI_BROKER },
 	{ "cert", K_CERT, "FILE", "client certificate (with --key)", MQC_CLI_BROKER },
+	{ "ws-header", K_WS_HEADER, "'NAME: VALUE'",
+	    "ws://, wss://: one more header for the upgrade\n(a proxy's 'Authorization: Bearer "
+	    "...')",
+	    MQC_CLI_BROKER },
 	{ "key", K_KEY, "FILE", "the client certificate's private key", MQC_CLI_BROKER },
 	{ "username", 'u', "USER", "user name (or MQTT_USERNAME, or in the URL)", MQC_CLI_BROKER },
 	{ "password", 'P', "PASSWORD",
@@ -305,6 +311,11 @@ static int shared_option(
 		case K_CAFILE:
 			c->conn.cafile = value;
 			return 0;
+		case K_WS_HEADER:
+			if (strpbrk(value, "\r\n") || !strchr(value, ':'))
+				return mqc_cli_bad(cli, name, value, "one 'Name: value' header line");
+			c->ws_header = value;
+			return 0;
 		case K_CERT:
 			c->conn.cert = value;
 			return 0;
@@ -366,6 +377,10 @@ static int finish_connection(const struct mqc_cli *cli, const struct given *g)
 	}
 	if (!(cli->conn_opts & MQC_CLI_BROKER_LIST))
 		c->n_nodes = 1;
+	if (c->ws_header && !c->nodes[0].ws) {
+		say(cli, "--ws-header is for ws:// and wss:// brokers, not '%s'", c->url_text);
+		return -1;
+	}
 	c->conn.url = c->nodes[0];
 	c->broker = c->url_text;
 	if (!c->conn.cert != !c->conn.key) {

@@ -34,6 +34,15 @@ const char *mqc_client_strerror(int rc)
 struct mosquitto *mqc_client_new(
     const struct mqc_conn_opts *o, void *obj, char *id, char *err, size_t errlen)
 {
+	if (o->url.ws) {
+		/* Debian's libmosquitto 2.0.11 has no WebSocket transport (no MOSQ_OPT_TRANSPORT). */
+		snprintf(err, errlen,
+		    "ws:// and wss:// are not taken here: this part of the program connects with "
+		    "libmosquitto %d.%d, which has no WebSockets (the pool, mqbench connect and churn, "
+		    "and mqbench request --mode pool speak them)",
+		    LIBMOSQUITTO_MAJOR, LIBMOSQUITTO_MINOR);
+		return NULL;
+	}
 	char made[MQC_CLIENT_ID_MAX];
 	const char *use = o->client_id;
 	if (!use) {

@@ -60,8 +60,9 @@ struct mqc_cli_conn {
 	struct mqc_url nodes[16]; /* MQC_CLI_BROKER_LIST: every broker of the list (conn.url: the
 	                             first); otherwise the one */
 	size_t n_nodes;
-	char user_buf[256];   /* from the URL */
-	char secret_buf[512]; /* from the URL or --password-file */
+	const char *ws_header; /* --ws-header: one more line for a WebSocket upgrade, or NULL */
+	char user_buf[256];    /* from the URL */
+	char secret_buf[512];  /* from the URL or --password-file */
 };
 
 struct mqc_cli {

@@ -49,7 +49,7 @@ struct mqc_conn_opts {
  * mosquitto_new with every option applied, callbacks not set. The client id used is written to
  * id (MQC_CLIENT_ID_MAX bytes) when id is not NULL.
  * @return the client, or NULL with err saying why (no random bytes, out of memory, a TLS file
- *         libmosquitto refuses).
+ *         libmosquitto refuses, a ws:// or wss:// URL: libmosquitto 2.0 has no WebSockets).
  */
 struct mosquitto *mqc_client_new(
     const struct mqc_conn_opts *o, void *obj, char *id, char *err, size_t errlen);

@@ -34,6 +34,8 @@ struct tb_options {
 	int tls_port;                   /* TLS listener; 0: a free port */
 	int mtls_port;                  /* TLS listener that requires a client certificate; 0: free */
 	bool no_tls;                    /* no TLS listeners and no certificates */
+	bool websockets;                /* ws:// and (unless no_tls) wss:// listeners too: mosquitto
+	                                   2.1 (its built-in WebSockets); 2.0.11 refuses to start */
 	bool no_probe;                  /* never load the probe */
 	const char *plugin;             /* plugin path; NULL: the probe of this build, if built */
 	const char *const *plugin_opts; /* "key=value" (plugin_opt_ prefix optional), NULL-ended */
@@ -55,7 +57,9 @@ struct tb_info {
 	char other_host_url[64]; /* mqtts://127.0.0.1:PORT whose certificate (signed by the same CA)
 	                            names other-host.invalid: a client that checks names refuses it */
 	char metrics_url[96];    /* http://127.0.0.1:PORT/metrics when the probe serves it */
-	int port, tls_port, mtls_port, other_host_port, metrics_port;
+	char ws_url[64];         /* ws://127.0.0.1:PORT/mqtt (tb_options.websockets) */
+	char wss_url[64];        /* wss://127.0.0.1:PORT/mqtt (the same, and TLS) */
+	int port, tls_port, mtls_port, other_host_port, metrics_port, ws_port, wss_port;
 	char dir[TB_PATH_MAX - 64]; /* the temporary directory (removed by stop) */
 	char conf_file[TB_PATH_MAX];
 	char log_file[TB_PATH_MAX];

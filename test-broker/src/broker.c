@@ -435,12 +435,24 @@ int tb_broker_start(
 	const char *http_listen = plugin_opt_value(o->plugin_opts, "http_listen");
 
 	for (int attempt = 0;; attempt++) {
-		int taken[5];
+		int taken[7];
 		size_t ntaken = 0;
 		if ((info->port = pick_port(o->port, taken, ntaken, "plain", err, errlen)) < 0)
 			goto fail_opts;
 		taken[ntaken++] = info->port;
 		info->tls_port = info->mtls_port = info->other_host_port = info->metrics_port = 0;
+		info->ws_port = info->wss_port = 0;
+		if (o->websockets) {
+			if ((info->ws_port = pick_port(0, taken, ntaken, "WebSockets", err, errlen)) < 0)
+				goto fail_opts;
+			taken[ntaken++] = info->ws_port;
+			if (!o->no_tls
+			    && (info->wss_port = pick_port(0, taken, ntaken, "WebSockets TLS", err, errlen))
+			        < 0)
+				goto fail_opts;
+			if (info->wss_port)
+				taken[ntaken++] = info->wss_port;
+		}
 		if (!o->no_tls) {
 			if ((info->tls_port = pick_port(o->tls_port, taken, ntaken, "TLS", err, errlen)) < 0)
 				goto fail_opts;
@@ -475,6 +487,12 @@ int tb_broker_start(
 			snprintf(info->other_host_url, sizeof info->other_host_url, "mqtts://127.0.0.1:%d",
 			    info->other_host_port);
 		}
+		info->ws_url[0] = info->wss_url[0] = '\0';
+		if (info->ws_port)
+			snprintf(info->ws_url, sizeof info->ws_url, "ws://127.0.0.1:%d/mqtt", info->ws_port);
+		if (info->wss_port)
+			snprintf(
+			    info->wss_url, sizeof info->wss_url, "wss://127.0.0.1:%d/mqtt", info->wss_port);
 		if (info->metrics_port)
 			snprintf(info->metrics_url, sizeof info->metrics_url, "http://127.0.0.1:%d/metrics",
 			    info->metrics_port);
@@ -485,6 +503,8 @@ int tb_broker_start(
 			.tls_port = info->tls_port,
 			.mtls_port = info->mtls_port,
 			.other_host_port = info->other_host_port,
+			.ws_port = info->ws_port,
+			.wss_port = info->wss_port,
 			.dir = info->dir,
 			.ca_file = info->ca_file,
 			.server_cert = server_cert,

@@ -21,12 +21,14 @@ static bool valid_plugin_key(const char *key, size_t len)
 	return true;
 }
 
-enum listener_kind { PLAIN, TLS, MUTUAL_TLS, OTHER_HOST_TLS };
+enum listener_kind { PLAIN, TLS, MUTUAL_TLS, OTHER_HOST_TLS, WS, WSS };
 
 static void write_listener(FILE *out, const struct tb_conf *conf, int port, enum listener_kind k)
 {
 	fprintf(out, "\nlistener %d 127.0.0.1\n", port);
-	if (k == PLAIN)
+	if (k == WS || k == WSS)
+		fprintf(out, "protocol websockets\n");
+	if (k == PLAIN || k == WS)
 		return;
 	if (k == OTHER_HOST_TLS) /* certs.c writes it beside the server's */
 		fprintf(out, "cafile %s\ncertfile %s/other-host.crt\nkeyfile %s/other-host.key\n",
@@ -94,6 +96,10 @@ int tb__write_conf(FILE *out, const struct tb_conf *conf, char *err, size_t errl
 		write_listener(out, conf, conf->mtls_port, MUTUAL_TLS);
 	if (conf->other_host_port)
 		write_listener(out, conf, conf->other_host_port, OTHER_HOST_TLS);
+	if (conf->ws_port)
+		write_listener(out, conf, conf->ws_port, WS);
+	if (conf->wss_port)
+		write_listener(out, conf, conf->wss_port, WSS);
 	return ferror(out) ? -1 : 0;
 }
 

@@ -58,6 +58,10 @@ static void print_info(FILE *out, const struct tb_info *info, pid_t run_pid)
 		print_line(out, "CLIENT_CERT", info->client_cert);
 		print_line(out, "CLIENT_KEY", info->client_key);
 	}
+	if (info->ws_url[0])
+		print_line(out, "WS_URL", info->ws_url);
+	if (info->wss_url[0])
+		print_line(out, "WSS_URL", info->wss_url);
 	print_line(out, "MQTT_USERNAME", info->username);
 	print_line(out, "MQTT_PASSWORD", info->password);
 	print_line(out, "MQTT_OTHER_USERNAME", info->other_username);
@@ -123,6 +127,7 @@ enum {
 	O_TLS_PORT,
 	O_MTLS_PORT,
 	O_NO_TLS,
+	O_WEBSOCKETS,
 	O_NO_PROBE,
 	O_PLUGIN,
 	O_PLUGIN_OPT,
@@ -141,6 +146,10 @@ static const struct mqc_cli_opt options[] = {
 	{ "tls-port", O_TLS_PORT, "N", "TLS listener port (default: a free port)", 0 },
 	{ "mtls-port", O_MTLS_PORT, "N", "mutual-TLS listener port (default: a free port)", 0 },
 	{ "no-tls", O_NO_TLS, NULL, "no TLS listeners, no certificates", 0 },
+	{ "websockets", O_WEBSOCKETS, NULL,
+	    "MQTT over WebSockets listeners too: WS_URL, and WSS_URL unless --no-tls (mosquitto 2.1: "
+	    "see --mosquitto)",
+	    0 },
 	{ "no-probe", O_NO_PROBE, NULL, "do not load the probe plugin", 0 },
 	{ "plugin", O_PLUGIN, "PATH", "load this plugin instead of the built probe", 0 },
 	{ "plugin-opt", O_PLUGIN_OPT, "K=V", "add `plugin_opt_K V` (repeatable)", 0 },
@@ -193,6 +202,9 @@ static int on_option(const struct mqc_cli *cli, int key, const char *name, const
 			return parse_port(cli, name, value, &st->opt.mtls_port);
 		case O_NO_TLS:
 			st->opt.no_tls = true;
+			return 0;
+		case O_WEBSOCKETS:
+			st->opt.websockets = true;
 			return 0;
 		case O_NO_PROBE:
 			st->opt.no_probe = true;
@@ -249,7 +261,7 @@ static int run(int argc, char **argv, const char ***plugin_opts, const char ***c
 		  "(plain,\nTLS and mutual-TLS listeners, a TLS listener whose certificate names another "
 		  "host,\na password file, an ACL file, the mqtt_probe plugin when it has been "
 		  "built). Once\nthe broker answers an MQTT CONNECT, print KEY=value lines "
-		  "(MQTT_URL, MQTTS_URL,\nMQTTS_MTLS_URL, MQTTS_OTHER_HOST_URL, CA_FILE, "
+		  "(MQTT_URL, MQTTS_URL,\nMQTTS_MTLS_URL, MQTTS_OTHER_HOST_URL, WS_URL, WSS_URL, CA_FILE, "
 		  "CLIENT_CERT, CLIENT_KEY, MQTT_USERNAME,\nMQTT_PASSWORD, BROKER_PID, BROKER_LOG, "
 		  "METRICS_URL, ...) and stay in the foreground\nuntil interrupted. On exit the "
 		  "broker is stopped and its directory removed.",

@@ -17,6 +17,7 @@ struct tb_conf {
 	const char *user;              /* `user` line: the invoking user */
 	int port, tls_port, mtls_port; /* tls ports 0: no TLS listener */
 	int other_host_port;           /* TLS with a certificate for another host; 0: none */
+	int ws_port, wss_port;         /* MQTT over WebSockets, plain and TLS; 0: none */
 	const char *dir;               /* log, password and ACL files live here */
 	const char *ca_file, *server_cert, *server_key;
 	const char *plugin;             /* NULL: no plugin line */

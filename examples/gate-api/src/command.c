@@ -10,6 +10,7 @@
  * its handles close.
  */
 #define _GNU_SOURCE
+#include <mosquitto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +193,13 @@ static void naive_on_timeout(uv_timer_t *h)
 static int naive_start(struct worker *w, struct call *c, const char *topic, const char *reply_topic)
 {
 	const struct gate_config *cfg = &w->s->cfg;
+	if (cfg->naive.url.ws) {
+		snprintf(c->err, sizeof c->err,
+		    "the naive route connects with libmosquitto %d.%d, which has no WebSockets: "
+		    "%s is reached on the pool's route",
+		    LIBMOSQUITTO_MAJOR, LIBMOSQUITTO_MINOR, cfg->broker);
+		return GATE_ENOTSUPPORTED;
+	}
 	struct naive_op *op = calloc(1, sizeof *op);
 	if (!op)
 		return MQP_ENOMEM;

@@ -46,7 +46,11 @@ int gate_route_parse(
 /** NULL when name is a valid device id or command name, else why not (a static string). */
 const char *gate_name_problem(const char *name, size_t len);
 
-/** The HTTP status for an mqp_err from a request. */
+/* The gateway's own result beside the mqp_err codes: the route cannot reach this broker (the
+ * naive route's libmosquitto has no WebSockets). 501 not_supported. */
+#define GATE_ENOTSUPPORTED 1001
+
+/** The HTTP status for an mqp_err (or GATE_ENOTSUPPORTED) from a request. */
 int gate_http_status(int mqp_err);
 
 /** A stable machine-readable code for an mqp_err ("device_timeout", "broker_unreachable", ...). */
@@ -69,7 +73,7 @@ char *gate_error_json(const char *code, const char *message);
 bool gate_body_ok(const char *body, size_t len);
 
 /* Responses by route and status, and how long successful commands took, for /metrics. */
-enum { GATE_STATUS_SLOTS = 11, GATE_DURATION_BUCKETS = 15 };
+enum { GATE_STATUS_SLOTS = 12, GATE_DURATION_BUCKETS = 15 };
 struct gate_counters {
 	atomic_uint_fast64_t responses[GATE_BACKENDS][GATE_STATUS_SLOTS];
 	/* gate_api_command_duration_seconds: a Prometheus histogram per route (buckets not

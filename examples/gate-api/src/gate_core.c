@@ -176,6 +176,8 @@ int gate_http_status(int err)
 		case MQP_EINVAL:
 		case MQP_ETOOBIG:
 			return 400;
+		case GATE_ENOTSUPPORTED:
+			return 501;
 		default:
 			return 500;
 	}
@@ -205,6 +207,8 @@ const char *gate_error_code(int err)
 		case MQP_EINVAL:
 		case MQP_ETOOBIG:
 			return "bad_request";
+		case GATE_ENOTSUPPORTED:
+			return "not_supported";
 		default:
 			return "internal";
 	}
@@ -331,7 +335,7 @@ char *gate_error_json(const char *code, const char *message)
 /* --- metrics ------------------------------------------------------------------------------- */
 
 /* Every status the gateway answers (main.c's --help lists them), then "other": one series each. */
-static const int status_slots[] = { 200, 400, 403, 404, 405, 413, 500, 502, 503, 504, 0 };
+static const int status_slots[] = { 200, 400, 403, 404, 405, 413, 500, 501, 502, 503, 504, 0 };
 _Static_assert(sizeof status_slots / sizeof status_slots[0] == GATE_STATUS_SLOTS,
     "one counter slot per status");
 

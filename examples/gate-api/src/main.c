@@ -282,11 +282,12 @@ int main(int argc, char **argv)
 		  "  GET /healthz, GET /metrics (Prometheus: responses, latency, the pool's "
 		  "statistics)\n"
 		  "Statuses: 200 reply, 400 bad id/name/body, 403 the broker refused the command, "
-		  "404,\n405, 413 body too large, 502 broker unreachable or refused the gateway, 503 pool "
-		  "exhausted,\nno device subscribed (the broker said so) or shutting down, 504 device "
-		  "timeout. A broker that\nrefuses the gateway at start stops it (exit 1, the broker's "
-		  "reason). --broker takes several\nbrokers: the pool spreads over them, /healthz and "
-		  "/metrics say each one's state.",
+		  "404,\n405, 413 body too large, 501 the route cannot reach this broker (/naive over "
+		  "ws://\nand wss://: its libmosquitto has no WebSockets), 502 broker unreachable or "
+		  "refused the\ngateway, 503 pool exhausted, no device subscribed (the broker said so) "
+		  "or shutting\ndown, 504 device timeout. A broker that refuses the gateway at start "
+		  "stops it (exit 1,\nthe broker's reason). --broker takes several brokers: the pool "
+		  "spreads over them,\n/healthz and /metrics say each one's state.",
 		.version = "mqp-gate-api " MQTTPOOL_VERSION,
 		.opts = options,
 		.conn_opts = MQC_CLI_BROKER | MQC_CLI_QOS | MQC_CLI_PROTOCOL | MQC_CLI_BROKER_LIST,
@@ -306,6 +307,7 @@ int main(int argc, char **argv)
 	g.nodes = conn.nodes;
 	g.n_nodes = conn.n_nodes;
 	g.broker = conn.broker;
+	po.ws_header = conn.ws_header;
 	po.protocol = conn.conn.protocol == 4 ? 4 : 5;
 	if (conn.conn.protocol == 4 && !g.reply_template)
 		g.reply_template = MQC_REPLY_TEMPLATE_DEFAULT;

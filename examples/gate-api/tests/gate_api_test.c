@@ -1254,6 +1254,51 @@ static void a_hanging_resolver_never_stalls_the_loop(void **state)
 	unlink(conf);
 }
 
+/* Over WebSockets (mosquitto 2.1.2's listeners, the device on plain MQTT): the pool's route
+ * serves commands over ws:// and wss://, the naive route says 501 why it cannot. */
+static void commands_over_websockets(void **state)
+{
+	(void)state;
+	if (access(MOSQUITTO21_PATH, X_OK) != 0)
+		tb_test_skip("no mosquitto 2.1.2 (" MOSQUITTO21_PATH "): scripts/mosquitto-2.1 builds "
+		             "it from ../shared/vendor");
+	struct tb_options o = { .mosquitto = MOSQUITTO21_PATH,
+		.no_probe = true,
+		.websockets = true,
+		.allow_anonymous = true,
+		.no_password_file = true,
+		.no_acl_file = true };
+	struct tb_broker *b;
+	char err[512];
+	if (tb_broker_start(&o, &b, err, sizeof err) != 0)
+		fail_msg("mosquitto 2.1.2 with WebSockets: %s", err);
+	const struct tb_info *info = tb_broker_info(b);
+	const char *argv[]
+	    = { RESPONDER_PATH, "--broker", info->mqtt_url, "--filter", "devices/+/commands/+", NULL };
+	struct tb_responder dev = tb_test_spawn("RESPONDER_READY", argv);
+	const char *urls[] = { info->ws_url, info->wss_url };
+	for (int u = 0; u < 2; u++) {
+		struct gate g = gate_start(
+		    urls[u], "--cafile", info->ca_file, "--ws-header", "Authorization: Bearer x", NULL);
+		for (int i = 0; i < 20; i++) {
+			struct http_result r = http(g.port, "POST", "/devices/d1/commands/open", "{\"n\":1}");
+			if (r.status != 200)
+				fail_msg("%s: %d %s", urls[u], r.status, r.body);
+		}
+		struct http_result r = http(g.port, "POST", "/naive/devices/d1/commands/open", "");
+		char buf[256];
+		if (r.status != 501 || strcmp(json_str(r.body, "error", buf, sizeof buf), "not_supported")
+		    || !strstr(r.body, "no WebSockets"))
+			fail_msg("/naive over %s: %d %s", urls[u], r.status, r.body);
+		assert_int_equal(http(g.port, "GET", "/healthz", NULL).status, 200);
+		assert_int_equal(
+		    metric(g.port, "gate_api_responses_total{route=\"naive\",status=\"501\"}"), 1);
+		gate_stop(&g, 5000);
+	}
+	tb_test_responder_stop(&dev);
+	tb_broker_stop(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1278,6 +1323,7 @@ int main(void)
 		cmocka_unit_test(legacy_devices_over_311_on_both_routes),
 		cmocka_unit_test(a_hundred_connections_from_one_address_at_the_defaults),
 		cmocka_unit_test(bad_options_are_refused_with_a_message),
+		cmocka_unit_test(commands_over_websockets),
 	};
 	return TB_TEST_RUN(tests, NULL);
 }
