@@ -48,7 +48,7 @@ static void churn_connected(struct fleet *r, struct attempt *a, uint64_t now)
 		bool sent = payload
 		    && mqc_enc_publish(&r->out, protocol, c->topic, 0, false, 0, NULL, payload, o->size)
 		        == MQC_ENC_OK
-		    && fleet_send_out(a, &r->out) == 0;
+		    && fleet_send_out(r, a, &r->out) == 0;
 		free(payload);
 		if (!sent) {
 			fleet_failed(r, a, R_OTHER);
@@ -58,7 +58,7 @@ static void churn_connected(struct fleet *r, struct attempt *a, uint64_t now)
 		return;
 	}
 	if (mqc_enc_subscribe(&r->out, protocol, 1, c->topic, 0, 0, 0) != MQC_ENC_OK
-	    || fleet_send_out(a, &r->out) != 0) {
+	    || fleet_send_out(r, a, &r->out) != 0) {
 		fleet_failed(r, a, R_OTHER);
 		return;
 	}

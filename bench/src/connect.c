@@ -184,7 +184,7 @@ int bench_run_connect(const struct bench_opts *o)
 	for (unsigned i = 0; i < r.nslots; i++) {
 		struct attempt *a = &r.a[i];
 		if (a->state == ST_HELD && bye)
-			fleet_send_out(a, &r.out);
+			fleet_send_out(&r, a, &r.out);
 		fleet_close(a);
 	}
 	nanosleep(&(struct timespec) { .tv_nsec = 200000000 }, NULL);

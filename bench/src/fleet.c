@@ -95,7 +95,7 @@ void fleet_close(struct attempt *a)
 
 static bool connecting(enum state st)
 {
-	return st == ST_TCP || st == ST_TLS || st == ST_CONNACK || st == ST_AWAIT;
+	return st == ST_TCP || st == ST_TLS || st == ST_UPGRADE || st == ST_CONNACK || st == ST_AWAIT;
 }
 
 struct rstorm *fleet_current_storm(struct fleet *r)
@@ -269,16 +269,18 @@ ssize_t fleet_send(struct attempt *a, const unsigned char *p, size_t len)
 	return a->ssl ? SSL_write(a->ssl, p, (int)len) : send(a->fd, p, len, MSG_NOSIGNAL);
 }
 
-int fleet_send_out(struct attempt *a, const struct mqc_buf *out)
+int fleet_send_out(struct fleet *r, struct attempt *a, const struct mqc_buf *out)
 {
 	size_t len = mqc_buf_live(out);
+	if (a->ws)
+		return fleet_ws_send(r, a, out->data + out->off, len);
 	/* a connection that sends little takes a small packet whole */
 	return fleet_send(a, out->data + out->off, len) == (ssize_t)len ? 0 : -1;
 }
 
 static void send_connect(struct fleet *r, struct attempt *a)
 {
-	if (fleet_build_connect(r->o, a->k, &r->out) != 0 || fleet_send_out(a, &r->out) != 0) {
+	if (fleet_build_connect(r->o, a->k, &r->out) != 0 || fleet_send_out(r, a, &r->out) != 0) {
 		fleet_failed(r, a, R_OTHER);
 		return;
 	}
@@ -286,12 +288,27 @@ static void send_connect(struct fleet *r, struct attempt *a)
 	want(r, a, EPOLLIN);
 }
 
-/* The handshake's next step, and CONNECT once it is done. */
+/* The transport is up: over WebSockets the upgrade goes first, else CONNECT. */
+static void transport_up(struct fleet *r, struct attempt *a)
+{
+	if (!r->o->net.conn.url.ws) {
+		send_connect(r, a);
+		return;
+	}
+	if (fleet_ws_begin(r, a) != 0) {
+		fleet_failed(r, a, R_OTHER);
+		return;
+	}
+	a->state = ST_UPGRADE;
+	want(r, a, EPOLLIN);
+}
+
+/* The handshake's next step, and what follows once it is done. */
 static void tls_drive(struct fleet *r, struct attempt *a)
 {
 	switch (fleet_tls_step(r, a)) {
 		case FLEET_TLS_DONE:
-			send_connect(r, a);
+			transport_up(r, a);
 			return;
 		case FLEET_TLS_WANT_READ:
 			want(r, a, EPOLLIN);
@@ -371,7 +388,7 @@ void fleet_start(struct fleet *r, struct attempt *a)
 /* Read what has arrived into a->rx. 1: a whole packet is there (*pk); 0: not yet; -1: EOF, an
  * error, or a malformed or too long packet (*closed: before any byte came, the broker closed a
  * connection it had let in). */
-static int read_packet(struct attempt *a, struct mqc_packet *pk, bool *closed)
+static int read_packet(struct fleet *r, struct attempt *a, struct mqc_packet *pk, bool *closed)
 {
 	*closed = false;
 	for (;;) {
@@ -381,6 +398,12 @@ static int read_packet(struct attempt *a, struct mqc_packet *pk, bool *closed)
 			return 1;
 		if (fr == MQC_FRAME_BAD || a->rxlen == RX_CAP)
 			return -1; /* longer than anything we announced we take */
+		if (a->ws) {
+			ssize_t got = fleet_ws_read(r, a, closed);
+			if (got <= 0)
+				return (int)got;
+			continue;
+		}
 		ssize_t n = a->ssl ? SSL_read(a->ssl, a->rx + a->rxlen, (int)(RX_CAP - a->rxlen))
 		                   : recv(a->fd, a->rx + a->rxlen, RX_CAP - a->rxlen, 0);
 		if (n > 0) {
@@ -427,7 +450,7 @@ void fleet_leave(struct fleet *r, struct attempt *a, uint64_t now)
 {
 	r->out.off = r->out.len = 0;
 	if (mqc_enc_disconnect(&r->out, r->o->net.conn.protocol, 0) == MQC_ENC_OK)
-		fleet_send_out(a, &r->out);
+		fleet_send_out(r, a, &r->out);
 	if (a->ssl)
 		SSL_shutdown(a->ssl); /* close_notify, as a device that leaves cleanly sends */
 	/* Read what is left (session tickets, properties) so that close sends FIN, not RST. */
@@ -500,17 +523,25 @@ static void on_event(struct fleet *r, struct attempt *a, uint32_t events)
 				a->state = ST_TLS;
 				tls_drive(r, a);
 			} else {
-				send_connect(r, a);
+				transport_up(r, a);
 			}
 			return;
 		}
 		case ST_TLS:
 			tls_drive(r, a);
 			return;
+		case ST_UPGRADE: {
+			int rc = fleet_ws_answer(r, a);
+			if (rc < 0)
+				fleet_failed(r, a, R_WS);
+			else if (rc > 0)
+				send_connect(r, a);
+			return;
+		}
 		case ST_CONNACK:
 		case ST_AWAIT: {
 			struct mqc_packet pk;
-			int rc = read_packet(a, &pk, &closed);
+			int rc = read_packet(r, a, &pk, &closed);
 			if (rc < 0)
 				fleet_failed(r, a, closed && a->state == ST_CONNACK ? R_CLOSED : R_OTHER);
 			else if (rc > 0 && a->state == ST_CONNACK)
@@ -524,7 +555,7 @@ static void on_event(struct fleet *r, struct attempt *a, uint32_t events)
 			 * before the broker lets go; only EOF or an error means it has. */
 			struct mqc_packet pk;
 			int rc;
-			while ((rc = read_packet(a, &pk, &closed)) > 0)
+			while ((rc = read_packet(r, a, &pk, &closed)) > 0)
 				fleet_consume(a, &pk);
 			if (rc < 0)
 				lost(r, a, now);
@@ -550,7 +581,7 @@ static void run_timers(struct fleet *r, uint64_t now)
 			fleet_start(r, a);
 		} else if (a->state == ST_HELD) { /* keep-alive */
 			r->out.off = r->out.len = 0;
-			if (mqc_enc_pingreq(&r->out) != MQC_ENC_OK || fleet_send_out(a, &r->out) != 0)
+			if (mqc_enc_pingreq(&r->out) != MQC_ENC_OK || fleet_send_out(r, a, &r->out) != 0)
 				lost(r, a, now);
 			else
 				fleet_hold(r, a, now);
@@ -574,10 +605,13 @@ void fleet_turn(struct fleet *r, uint64_t wake)
 
 void fleet_free(struct fleet *r)
 {
-	for (unsigned i = 0; r->a && i < r->nslots; i++)
+	for (unsigned i = 0; r->a && i < r->nslots; i++) {
 		fleet_close(&r->a[i]);
+		fleet_ws_free(&r->a[i]);
+	}
 	free(r->a);
 	mqc_buf_free(&r->out);
+	mqc_buf_free(&r->ws_out);
 	free(r->sources);
 	for (uint64_t i = 0; r->sessions && i < r->count; i++)
 		SSL_SESSION_free(r->sessions[i]);

@@ -14,6 +14,7 @@
  *   fleet_usage.c      the broker's CPU and memory sampled on a thread, and mqbench's own
  *   fleet_report.c     failures by reason, CONNACK refusals in words, the exit status
  *   fleet_tls.c        TLS contexts, handshakes (full and resumed apart), --cert-dir
+ *   fleet_ws.c         ws:// and wss://: each connection's upgrade, MQTT in frames
  *   fleet.c            the engine: attempts, the loop, timers, storms
  */
 #ifndef FLEET_H
@@ -41,6 +42,7 @@ enum state {
 	ST_WAITING, /* not started yet (a connect-storm client before its time, a free churn slot) */
 	ST_TCP,
 	ST_TLS,
+	ST_UPGRADE, /* ws:// and wss://: the upgrade sent, its 101 awaited */
 	ST_CONNACK,
 	ST_AWAIT, /* connected; the scenario awaits the broker's answer (churn: a SUBACK) */
 	ST_HELD,
@@ -58,6 +60,7 @@ enum reason {
 	R_DROPPED,
 	R_CLOSED, /* closed before any CONNACK (said after the run what a 3.1.1 CONNECT met) */
 	R_SUBACK, /* a subscription the broker refused (its SUBACK) */
+	R_WS,     /* the WebSocket upgrade refused, or a frame the server must not send */
 	R_OTHER,
 	R_COUNT
 };
@@ -82,6 +85,7 @@ struct attempt {
 	unsigned node;        /* which broker of the list: client k's is k modulo their number,
 	                         and a client whose connection was lost moves to the next */
 	SSL *ssl;
+	struct fleet_ws *ws; /* ws:// and wss:// only (fleet_ws.c) */
 	unsigned rxlen;
 	unsigned char rx[RX_CAP];
 };
@@ -178,6 +182,8 @@ struct fleet {
 	uint64_t held, failed, done, cycles;
 	uint64_t reasons[R_COUNT];
 	char tls_why[200];              /* the first TLS failure, in words ("" none) */
+	char ws_why[300];               /* the first WebSocket failure, in words ("" none) */
+	struct mqc_buf ws_out;          /* a frame being sent */
 	uint64_t connack_codes[256];    /* refusals in CONNACKs of the protocol's own shape */
 	uint64_t connack311_codes[256]; /* 3.1.1-shaped CONNACKs to a v5 CONNECT: return codes */
 	struct mqc_hist tcp, connack, cycle, tls_full, tls_resumed;
@@ -209,7 +215,7 @@ void fleet_failed(struct fleet *r, struct attempt *a, enum reason why);
 /** Write a whole small packet (TLS or not); what send or SSL_write returned. */
 ssize_t fleet_send(struct attempt *a, const unsigned char *p, size_t len);
 /** Send the packet out holds (mqc_codec.h) whole: 0, or -1 when the socket did not take it. */
-int fleet_send_out(struct attempt *a, const struct mqc_buf *out);
+int fleet_send_out(struct fleet *r, struct attempt *a, const struct mqc_buf *out);
 /** Start an attempt for a->k now; its latency counts from a->intended (or its loss). */
 void fleet_start(struct fleet *r, struct attempt *a);
 /** Drop pk, the packet at the front of a->rx, once handled. */
@@ -275,6 +281,23 @@ void fleet_tls_keep_session(struct fleet *r, struct attempt *a);
 /** Full and resumed TLS handshakes side by side (text, JSON). */
 void fleet_print_tls(const struct fleet *r);
 void fleet_add_tls_json(cJSON *root, const struct fleet *r);
+
+/* --- fleet_ws.c */
+
+/** Send the upgrade for a's connection (its node's host, port and path, --ws-header). 0, or -1
+ *  (out of memory, or the kernel did not take it whole). */
+int fleet_ws_begin(struct fleet *r, struct attempt *a);
+/** ST_UPGRADE and readable: 1 the 101 was right (frames after it kept), 0 not all there yet, -1
+ *  refused or closed (r->ws_why says the first such failure). */
+int fleet_ws_answer(struct fleet *r, struct attempt *a);
+/** p[0..len), one MQTT packet or more, in one masked binary frame: 0, or -1. */
+int fleet_ws_send(struct fleet *r, struct attempt *a, const unsigned char *p, size_t len);
+/** Unframe into a->rx what has come (reading the socket when nothing is waiting), answering
+ *  pings: >0 bytes added, 0 none yet, -1 closed or refused (*closed: by the server, with no
+ *  byte of a packet in rx). */
+ssize_t fleet_ws_read(struct fleet *r, struct attempt *a, bool *closed);
+/** The attempt's WebSocket state, freed (at the end of a run). */
+void fleet_ws_free(struct attempt *a);
 
 /* --- fleet_identity.c */
 

@@ -15,7 +15,7 @@
 #include "mqc_codec.h"
 
 const char *const fleet_reason_names[R_COUNT] = { "refused", "timeout", "connack", "emfile",
-	"eaddrnotavail", "tls", "dropped", "closed_before_connack", "suback", "other" };
+	"eaddrnotavail", "tls", "dropped", "closed_before_connack", "suback", "websocket", "other" };
 
 uint64_t fleet_storm_failures(const struct rstorm *st)
 {
@@ -96,6 +96,8 @@ void fleet_explain(const struct fleet *r, char *why, size_t len)
 		    v311_answer ? 0x84 : -1, "--protocol 3.1.1", sent, why, len);
 	else if (r->reasons[R_TLS] && r->tls_why[0])
 		snprintf(why, len, "the first TLS failure: %s", r->tls_why);
+	else if (r->reasons[R_WS] && r->ws_why[0])
+		snprintf(why, len, "the first WebSocket failure: %s", r->ws_why);
 }
 
 int fleet_finish_status(const struct fleet *r, const char *why, uint64_t scheduled)

@@ -101,13 +101,14 @@ struct mqc_ws_control {
 
 /*
  * Take frames from in's live bytes: the payload of binary frames and their continuations is
- * appended to data (at most data_limit live bytes, see mqc_buf_reserve); pongs are dropped;
+ * appended to data while it holds fewer than data_limit live bytes (the rest waits in in for
+ * the next call, once the caller has taken from data); pongs are dropped;
  * a ping or a close stops the reading with its payload in ctl (call again after a ping). A
  * frame's payload may be split across calls, and one call may take many frames. frame_max: the
  * largest data frame taken. MQC_WS_ERROR names the violation: a text frame, a masked frame from a
  * server (or an unmasked one from a client), reserved bits or opcodes, a control frame that is
  * fragmented or over 125 bytes, a continuation of nothing or a message begun inside another,
- * a frame over frame_max, data past data_limit.
+ * a frame over frame_max.
  */
 enum mqc_ws_rc mqc_ws_read(struct mqc_ws_reader *r, struct mqc_buf *in, struct mqc_buf *data,
     size_t data_limit, uint64_t frame_max, struct mqc_ws_control *ctl, char *err, size_t errlen);

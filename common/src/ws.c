@@ -263,12 +263,13 @@ static size_t header(const unsigned char *in, size_t avail, uint64_t *len)
 static enum mqc_ws_rc take_payload(struct mqc_ws_reader *r, struct mqc_buf *in,
     struct mqc_buf *data, size_t data_limit, char *err, size_t errlen)
 {
-	size_t avail = mqc_buf_live(in);
+	size_t avail = mqc_buf_live(in), live = mqc_buf_live(data);
+	size_t room = live < data_limit ? data_limit - live : 0;
 	size_t n = r->left < avail ? (size_t)r->left : avail;
+	n = n < room ? n : room; /* what does not fit waits in in */
 	if (n) {
 		if (mqc_buf_reserve(data, n, data_limit) != 0)
-			return failed(err, errlen, "%s",
-			    "WebSocket data beyond what the connection may hold (or out of memory)");
+			return failed(err, errlen, "%s", "out of memory for WebSocket data");
 		unsigned char *to = data->data + data->len;
 		memcpy(to, in->data + in->off, n);
 		if (r->server)
@@ -290,7 +291,7 @@ enum mqc_ws_rc mqc_ws_read(struct mqc_ws_reader *r, struct mqc_buf *in, struct m
 			if (take_payload(r, in, data, data_limit, err, errlen) != MQC_WS_AGAIN)
 				return MQC_WS_ERROR;
 			if (r->in_frame)
-				return MQC_WS_AGAIN; /* the input is used up */
+				return MQC_WS_AGAIN; /* the input is used up, or data is full */
 			continue;
 		}
 		const unsigned char *p = in->data + in->off;
