@@ -514,6 +514,19 @@ int bench_parse(int argc, char **argv, enum bench_scenario sc, struct bench_opts
 		    "(the pool spreads its connections over them); naive and dedicated take one\n");
 		return 2;
 	}
+	/* ws:// and wss://: what runs on the project's own MQTT client. Debian's libmosquitto 2.0.11
+	 * has no WebSocket transport at all. */
+	if (o->net.conn.url.ws
+	    && ((sc == SC_REQUEST && o->request_mode != 1 && o->request_mode != 3)
+	        || sc == SC_THROUGHPUT || sc == SC_FANOUT)) {
+		fprintf(stderr,
+		    "mqbench: %s%s over ws:// and wss://: it connects with libmosquitto %d.%d, which has "
+		    "no WebSockets; over WebSockets run connect, churn, or request --mode pool or "
+		    "--mode loop\n",
+		    bench_scenario_names[sc], sc == SC_REQUEST ? " --mode naive, dedicated or all" : "",
+		    LIBMOSQUITTO_MAJOR, LIBMOSQUITTO_MINOR);
+		return 2;
+	}
 	if (sc != SC_REQUEST && !o->pub_topic != !o->sub_filter) {
 		fprintf(stderr, "mqbench: --pub-topic and --sub-filter go together\n");
 		return 2;

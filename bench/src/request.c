@@ -305,6 +305,7 @@ static struct mqp_pool_options pool_options(const struct bench_opts *o)
 	po.keyfile = o->net.conn.key;
 	po.client_id_prefix = "mqbench";
 	po.protocol = o->net.conn.protocol == 4 ? 4 : 5;
+	po.ws_header = o->net.ws_header;
 	return po;
 }
 

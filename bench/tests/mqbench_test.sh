@@ -551,6 +551,12 @@ expect_exit 1 "file descriptors each; the limit here is" -- "$MQB" connect --bro
 expect_exit 2 "--clients does not apply to the throughput scenario" -- "$MQB" throughput --broker "$MQTT_URL" --clients 5
 expect_exit 2 "--fail-after: expected a duration above zero" -- "$MQB" request --broker "$MQTT_URL" --fail-after 0s
 expect_exit 2 "--mode: expected naive, pool, dedicated, loop or all" -- "$MQB" request --broker "$MQTT_URL" --mode fast
+# ws:// and wss://: the scenarios on libmosquitto (2.0.11: no WebSockets) say so before the run.
+expect_exit 2 "throughput over ws:// and wss://: it connects with libmosquitto" -- "$MQB" throughput --broker ws://127.0.0.1:1
+expect_exit 2 "fanout over ws:// and wss://" -- "$MQB" fanout --broker wss://127.0.0.1:1
+expect_exit 2 "request --mode naive, dedicated or all over ws://" -- "$MQB" request --broker ws://127.0.0.1:1
+expect_exit 2 "--ws-header is for ws:// and wss:// brokers" -- "$MQB" connect --broker "$MQTT_URL" --ws-header "A: b"
+expect_exit 2 "--ws-header: expected one 'Name: value' header line" -- "$MQB" connect --broker ws://h --ws-header "no colon"
 for sc in connect throughput fanout request; do
   "$MQB" $sc --help | grep -q -- "--broker URL" && pass "$sc --help" || fail "$sc --help"
 done
