@@ -8,6 +8,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -189,9 +190,54 @@ enum mqc_ws_rc mqc_ws_response(
 	return MQC_WS_DONE;
 }
 
+/* Masking keys (RFC 6455 10.3: from a strong source, unpredictable to whoever wrote the
+ * payload): OpenSSL's DRBG, 64 keys at a time, because each RAND_bytes call costs a getpid()
+ * system call (its fork check) and a frame per request would pay it every time. A forked child
+ * starts a fresh batch rather than repeat its parent's next keys. */
+static _Thread_local unsigned char keys[256];
+static _Thread_local size_t keys_used = sizeof keys;
+static pthread_once_t keys_once = PTHREAD_ONCE_INIT;
+
+static void keys_forked(void)
+{
+	keys_used = sizeof keys;
+}
+
+static void keys_init(void)
+{
+	pthread_atfork(NULL, NULL, keys_forked);
+}
+
+static int mask_key(unsigned char key[4])
+{
+	pthread_once(&keys_once, keys_init);
+	if (keys_used == sizeof keys) {
+		if (RAND_bytes(keys, sizeof keys) != 1)
+			return -1;
+		keys_used = 0;
+	}
+	memcpy(key, keys + keys_used, 4);
+	keys_used += 4;
+	return 0;
+}
+
+/* p[0..len) XORed with the key, p[0] standing at byte `at` of the payload: eight bytes at a
+ * time (the key twice, turned to where p starts; 8 is a multiple of 4, so it stays in phase). */
 static void xor_mask(unsigned char *p, size_t len, const unsigned char mask[4], uint64_t at)
 {
-	for (size_t i = 0; i < len; i++)
+	unsigned char k8[8];
+	for (unsigned j = 0; j < 8; j++)
+		k8[j] = mask[(at + j) & 3];
+	uint64_t k;
+	memcpy(&k, k8, sizeof k);
+	size_t i = 0;
+	for (; i + 8 <= len; i += 8) {
+		uint64_t v;
+		memcpy(&v, p + i, sizeof v);
+		v ^= k;
+		memcpy(p + i, &v, sizeof v);
+	}
+	for (; i < len; i++)
 		p[i] ^= mask[(at + i) & 3];
 }
 
@@ -214,9 +260,7 @@ int mqc_ws_frame(
 			head[n++] = (unsigned char)((uint64_t)len >> shift);
 	}
 	unsigned char key[4];
-	/* RFC 6455 10.3: from a strong source, unpredictable to whoever wrote the payload. OpenSSL's
-	 * DRBG gives it without a system call per frame. */
-	if (mask && RAND_bytes(key, sizeof key) != 1)
+	if (mask && mask_key(key) != 0)
 		return -1;
 	if (mask) {
 		memcpy(head + n, key, sizeof key);
