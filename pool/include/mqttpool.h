@@ -192,8 +192,9 @@ struct mqp_loop {
 MQP_API void mqp_pool_options_init(struct mqp_pool_options *options);
 
 /**
- * Create a pool for broker_url (mqtt://host:port or mqtts://host:port, or several brokers as
- * mqtt://a:1883,b:1883: see load_balance and mqp_pool_node_stats) and start its I/O thread,
+ * Create a pool for broker_url (mqtt://host:port or mqtts://host:port; ws://host:port/path or
+ * wss://... for MQTT over WebSockets; or several brokers as mqtt://a:1883,b:1883: see
+ * load_balance and mqp_pool_node_stats) and start its I/O thread,
  * which opens min_size connections in the background.
  *
  * @return MQP_OK, MQP_EINVAL (bad URL or options), MQP_ETLS (CA, certificate or key file
