@@ -52,3 +52,32 @@ COPY deploy/docker/post.lua /opt/mqtt-pool/share/post.lua
 # Where replicas write their results (a named volume takes this directory's owner when empty).
 RUN mkdir /results && chown nobody:nogroup /results
 USER nobody
+
+# --- MQTT over WebSockets (deploy/docker/compose.websockets.yml) --------------------------------
+# Debian 12's mosquitto (2.0.11) has no WebSockets; 2.1.2 serves them with its own code. Its
+# source is not part of this project: deploy/stack-test copies the tarball to
+# deploy/docker/vendor/ (from ../shared/vendor), and the build checks its sha256. These stages
+# come last, so that building the targets above never needs the tarball.
+FROM build AS build-mosquitto21
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libsqlite3-dev \
+ && rm -rf /var/lib/apt/lists/*
+COPY deploy/docker/vendor/mosquitto-2.1.2.tar.gz /tmp/mosquitto-2.1.2.tar.gz
+RUN echo "cdad3ac1f474a87b1f7888f7f705e6ca3bd79e68a1376961e4c37575c30b7bcd  /tmp/mosquitto-2.1.2.tar.gz" | sha256sum -c - \
+ && mkdir /mosquitto21 && tar xzf /tmp/mosquitto-2.1.2.tar.gz -C /mosquitto21 --strip-components=1 \
+ && cmake -S /mosquitto21 -B /mosquitto21/build -DCMAKE_BUILD_TYPE=Release -DWITH_WEBSOCKETS=ON \
+      -DWITH_WEBSOCKETS_BUILTIN=ON -DWITH_DOCS=OFF -DWITH_TESTS=OFF -DWITH_CTRL_SHELL=OFF \
+      -DWITH_LTO=OFF >/dev/null \
+ && cmake --build /mosquitto21/build -j "$(nproc)" --target mosquitto >/dev/null
+
+# The broker with a WebSockets listener: the image above with 2.1.2 in place of 2.0.11 (its
+# user, its clients for the healthcheck, the probe, which runs on both).
+FROM mosquitto AS mosquitto-ws
+USER root
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libcjson1 \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build-mosquitto21 /mosquitto21/build/src/mosquitto /usr/sbin/mosquitto
+COPY deploy/docker/mosquitto-ws.conf /etc/mosquitto/mosquitto.conf
+EXPOSE 1883 8080 18830
+USER mosquitto
