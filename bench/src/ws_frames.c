@@ -86,7 +86,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: ws_frames [SIZE 1-65535 [FRAMES [ROUNDS 1-99]]]\n");
 		return 2;
 	}
-	unsigned char *packet = malloc(size);
+	static unsigned char packet[65535];
 	for (size_t i = 0; i < size; i++)
 		packet[i] = (unsigned char)(i * 31);
 	/* The server's frames, once, for both readers. */
@@ -175,6 +175,5 @@ int main(int argc, char **argv)
 	mqc_buf_free(&wire);
 	mqc_buf_free(&out);
 	mqc_buf_free(&rx);
-	free(packet);
 	return 0;
 }

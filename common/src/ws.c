@@ -38,7 +38,7 @@ void mqc_ws_accept(const char *key, char out[MQC_WS_ACCEPT_LEN + 1])
 
 static int append(struct mqc_buf *out, const char *s, size_t n)
 {
-	if (mqc_buf_reserve(out, n, MQC_WS_HEAD_MAX * 2) != 0)
+	if (mqc_buf_reserve(out, n, (size_t)MQC_WS_HEAD_MAX * 2) != 0)
 		return -1;
 	memcpy(out->data + out->len, s, n);
 	out->len += n;
@@ -134,8 +134,12 @@ __attribute__((format(printf, 3, 4))) static enum mqc_ws_rc failed(
 static void quoted(const char *in, size_t len, char *out, size_t out_len)
 {
 	size_t n = 0;
-	for (size_t i = 0; i < len && n + 1 < out_len && n < 80; i++)
-		out[n++] = in[i] >= 0x20 && in[i] < 0x7f ? in[i] : '?';
+	for (size_t i = 0; i < len && n + 1 < out_len && n < 80; i++) {
+		char c = in[i];
+		if (c < 0x20 || c >= 0x7f)
+			c = '?';
+		out[n++] = c;
+	}
 	out[n] = '\0';
 }
 
@@ -156,10 +160,12 @@ enum mqc_ws_rc mqc_ws_response(
 		return MQC_WS_AGAIN;
 	}
 	size_t head_len = (size_t)(end - head) + 4;
-	char status[96], value[256];
-	quoted(head, strcspn(head, "\r\n") < head_len ? strcspn(head, "\r\n") : head_len, status,
-	    sizeof status);
-	if (strncmp(status, "HTTP/1.1 101", 12) != 0 || (status[12] && status[12] != ' '))
+	char status[96] = "", value[256];
+	size_t line = 0; /* the status line: up to the first CR or LF (the blank line has both) */
+	while (line < head_len && head[line] != '\r' && head[line] != '\n')
+		line++;
+	quoted(head, line, status, sizeof status);
+	if (strncmp(status, "HTTP/1.1 101", 12) != 0 || (status[12] != '\0' && status[12] != ' '))
 		return failed(err, errlen,
 		    "the server answered the WebSocket handshake with '%s', not 101 Switching "
 		    "Protocols (is the path right?)",

@@ -1287,7 +1287,8 @@ static void commands_over_websockets(void **state)
 		}
 		struct http_result r = http(g.port, "POST", "/naive/devices/d1/commands/open", "");
 		char buf[256];
-		if (r.status != 501 || strcmp(json_str(r.body, "error", buf, sizeof buf), "not_supported")
+		if (r.status != 501
+		    || strcmp(json_str(r.body, "error", buf, sizeof buf), "not_supported") != 0
 		    || !strstr(r.body, "no WebSockets"))
 			fail_msg("/naive over %s: %d %s", urls[u], r.status, r.body);
 		assert_int_equal(http(g.port, "GET", "/healthz", NULL).status, 200);
