@@ -11,7 +11,6 @@
  *
  * Usage: ws_frames [SIZE [FRAMES [ROUNDS]]]   (default 100 bytes, 200000 frames, 7 rounds)
  */
-#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,23 +51,11 @@ static ssize_t mem_recv(uint8_t *buf, size_t len, int flags, void *user)
 	return (ssize_t)n;
 }
 
-/* Keys as common/src/ws.c takes them: OpenSSL's DRBG, 64 at a time (each RAND_bytes call costs
- * a getpid() system call), so that the two differ in framing only. */
+/* The keys common/src/ws.c uses, so that the two differ in framing only. */
 static int mem_mask(uint8_t *buf, size_t len, void *user)
 {
 	(void)user;
-	static unsigned char keys[256];
-	static size_t used = sizeof keys;
-	if (len != 4)
-		return -1;
-	if (used == sizeof keys) {
-		if (RAND_bytes(keys, sizeof keys) != 1)
-			return -1;
-		used = 0;
-	}
-	memcpy(buf, keys + used, 4);
-	used += 4;
-	return 0;
+	return len == 4 ? mqc_ws_mask_key(buf) : -1;
 }
 
 static int cmp_double(const void *a, const void *b)

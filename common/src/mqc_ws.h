@@ -73,6 +73,10 @@ enum mqc_ws_rc mqc_ws_response(
  */
 bool mqc_ws_header(const char *head, size_t len, const char *name, char *value, size_t value_len);
 
+/* A fresh masking key (RFC 6455 10.3): OpenSSL's DRBG, taken 64 keys at a time per thread. 0, or
+ * -1 when no random bytes could be had. */
+int mqc_ws_mask_key(unsigned char key[4]);
+
 /*
  * Append one frame (FIN set) of opcode carrying p[0..len); masked with a fresh random key when
  * mask (a client's frames), not when not (a server's). -1: out of memory, or past limit (see

@@ -214,7 +214,7 @@ static void keys_init(void)
 	pthread_atfork(NULL, NULL, keys_forked);
 }
 
-static int mask_key(unsigned char key[4])
+int mqc_ws_mask_key(unsigned char key[4])
 {
 	pthread_once(&keys_once, keys_init);
 	if (keys_used == sizeof keys) {
@@ -266,7 +266,7 @@ int mqc_ws_frame(
 			head[n++] = (unsigned char)((uint64_t)len >> shift);
 	}
 	unsigned char key[4];
-	if (mask && mask_key(key) != 0)
+	if (mask && mqc_ws_mask_key(key) != 0)
 		return -1;
 	if (mask) {
 		memcpy(head + n, key, sizeof key);

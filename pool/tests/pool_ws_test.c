@@ -95,27 +95,7 @@ static void requests_311(mqp_pool *p, const char *url, int n)
 static void requests_over_ws_and_wss_on_mosquitto_21(void **state)
 {
 	(void)state;
-	if (access(MOSQUITTO21_PATH, X_OK) != 0)
-		tb_test_skip("no mosquitto 2.1.2 (" MOSQUITTO21_PATH "): scripts/mosquitto-2.1 builds "
-		             "it from ../shared/vendor");
-	int ws = tb_test_free_port(), wss = tb_test_free_port();
-	while (wss == ws)
-		wss = tb_test_free_port();
-	char l1[64], l2[64];
-	snprintf(l1, sizeof l1, "listener %d 127.0.0.1", ws);
-	snprintf(l2, sizeof l2, "listener %d 127.0.0.1", wss);
-	const char *lines[] = { l1, "protocol websockets", l2, "protocol websockets",
-		"cafile {dir}/ca.crt", "certfile {dir}/server.crt", "keyfile {dir}/server.key", NULL };
-	struct tb_options o = { .mosquitto = MOSQUITTO21_PATH,
-		.no_probe = true,
-		.allow_anonymous = true,
-		.no_password_file = true,
-		.no_acl_file = true,
-		.conf_lines = lines };
-	struct tb_broker *b;
-	char err[512];
-	if (tb_broker_start(&o, &b, err, sizeof err) != 0)
-		fail_msg("mosquitto 2.1.2 with WebSockets listeners: %s", err);
+	struct tb_broker *b = tb_test_broker_21_ws(MOSQUITTO21_PATH);
 	const struct tb_info *info = tb_broker_info(b);
 	const char *argv5[]
 	    = { RESPONDER_PATH, "--broker", info->mqtt_url, "--filter", "ws/cmd", NULL };
@@ -125,8 +105,9 @@ static void requests_over_ws_and_wss_on_mosquitto_21(void **state)
 		"--protocol", "3.1.1", NULL };
 	struct tb_responder device4 = tb_test_spawn("RESPONDER_READY", argv4);
 	char urls[2][96];
-	snprintf(urls[0], sizeof urls[0], "ws://127.0.0.1:%d", ws);            /* path: /mqtt */
-	snprintf(urls[1], sizeof urls[1], "wss://localhost:%d/anything", wss); /* the name checked */
+	snprintf(urls[0], sizeof urls[0], "ws://127.0.0.1:%d", info->ws_port); /* path: /mqtt */
+	/* the name checked; mosquitto 2.1 serves MQTT at any path */
+	snprintf(urls[1], sizeof urls[1], "wss://localhost:%d/anything", info->wss_port);
 	for (int u = 0; u < 2; u++)
 		for (int protocol = 5; protocol >= 4; protocol--) {
 			struct mqp_pool_options po = MQP_POOL_OPTIONS_INIT;

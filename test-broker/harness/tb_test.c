@@ -222,3 +222,25 @@ int tb_test_free_port(void)
 {
 	return tb__free_port();
 }
+
+struct tb_broker *tb_test_broker_21_ws(const char *mosquitto21)
+{
+	if (access(mosquitto21, X_OK) != 0) {
+		char why[TB_PATH_MAX + 96];
+		snprintf(why, sizeof why,
+		    "no mosquitto 2.1.2 at %s (scripts/mosquitto-2.1 builds it from ../shared/vendor)",
+		    mosquitto21);
+		tb_test_skip(why);
+	}
+	struct tb_options o = { .mosquitto = mosquitto21,
+		.no_probe = true,
+		.websockets = true,
+		.allow_anonymous = true,
+		.no_password_file = true,
+		.no_acl_file = true };
+	struct tb_broker *b = NULL;
+	char err[1024];
+	if (tb_broker_start(&o, &b, err, sizeof err) != 0)
+		fail_msg("mosquitto 2.1 with WebSockets listeners: %s", err);
+	return b;
+}

@@ -80,6 +80,14 @@ void tb_test_responder_kill(struct tb_responder *r);
 	} while (0)
 void tb__test_skipping(const char *why);
 
+/**
+ * A second broker for one test: mosquitto 2.1 at mosquitto21 (the build of scripts/mosquitto-2.1)
+ * with WebSockets listeners (tb_info's ws_url and wss_url), anonymous, without the probe; the
+ * test is skipped (or fails, with MQTTPOOL_NO_SKIP=1) when that binary is not there, and fails
+ * when it does not start. Stop it with tb_broker_stop().
+ */
+struct tb_broker *tb_test_broker_21_ws(const char *mosquitto21);
+
 /** A TCP port on 127.0.0.1 that nothing listens on right now (bound to port 0, then closed). */
 int tb_test_free_port(void);
 

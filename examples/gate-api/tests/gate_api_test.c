@@ -1259,19 +1259,7 @@ static void a_hanging_resolver_never_stalls_the_loop(void **state)
 static void commands_over_websockets(void **state)
 {
 	(void)state;
-	if (access(MOSQUITTO21_PATH, X_OK) != 0)
-		tb_test_skip("no mosquitto 2.1.2 (" MOSQUITTO21_PATH "): scripts/mosquitto-2.1 builds "
-		             "it from ../shared/vendor");
-	struct tb_options o = { .mosquitto = MOSQUITTO21_PATH,
-		.no_probe = true,
-		.websockets = true,
-		.allow_anonymous = true,
-		.no_password_file = true,
-		.no_acl_file = true };
-	struct tb_broker *b;
-	char err[512];
-	if (tb_broker_start(&o, &b, err, sizeof err) != 0)
-		fail_msg("mosquitto 2.1.2 with WebSockets: %s", err);
+	struct tb_broker *b = tb_test_broker_21_ws(MOSQUITTO21_PATH);
 	const struct tb_info *info = tb_broker_info(b);
 	const char *argv[]
 	    = { RESPONDER_PATH, "--broker", info->mqtt_url, "--filter", "devices/+/commands/+", NULL };
