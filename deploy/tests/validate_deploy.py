@@ -242,7 +242,15 @@ def check_service(where, svc):
 for name, svc in compose.get("services", {}).items():
     check_service(f"docker-compose.yml: {name}", svc)
 for m in re.finditer(r"^COPY\s+(?!--from)(\S+)", dockerfile, re.M):
-    if m.group(1) != "." and not os.path.exists(os.path.join(src, m.group(1))):
+    if m.group(1).startswith("deploy/docker/vendor/"):
+        # Not the project's: the user puts it there (stack-test copies it from ../shared/vendor).
+        # It must be ignored by git and checked by the build.
+        name = os.path.basename(m.group(1))
+        if not re.search(r"sha256sum -c", dockerfile) or name not in dockerfile.split(m.group(0), 1)[1]:
+            problem("Dockerfile", f"COPY {m.group(1)}: a vendored file the build does not check (sha256sum -c)")
+        if "deploy/docker/vendor/" not in open(os.path.join(src, ".gitignore")).read():
+            problem(".gitignore", "deploy/docker/vendor/ (sources the user supplies) is not ignored")
+    elif m.group(1) != "." and not os.path.exists(os.path.join(src, m.group(1))):
         problem("Dockerfile", f"COPY {m.group(1)}: no such file")
 # The two-node variant: its services over the base ones (as docker-compose merges them), their
 # mounts and commands checked the same way, and its Prometheus against them.
@@ -251,6 +259,11 @@ merged = {name: dict(svc) for name, svc in compose["services"].items()}
 for name, svc in two.get("services", {}).items():
     merged.setdefault(name, {}).update(svc)
     check_service(f"deploy/docker/compose.two-nodes.yml: {name}", svc)
+# The WebSockets variant: its services checked the same way (its build target, its gateway's
+# command: a ws:// broker the gateway's options take).
+ws = yaml.safe_load(open(os.path.join(src, "deploy/docker/compose.websockets.yml")))
+for name, svc in ws.get("services", {}).items():
+    check_service(f"deploy/docker/compose.websockets.yml: {name}", svc)
 for prom_file, services in (("deploy/docker/prometheus.yml", compose["services"]),
                             ("deploy/docker/prometheus.two-nodes.yml", merged)):
     prom = yaml.safe_load(open(os.path.join(src, prom_file)))
