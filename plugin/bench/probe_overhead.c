@@ -9,6 +9,12 @@
  * per message than the broker, so the broker is the bottleneck. The broker is pinned to CPU 0 and
  * the clients to CPU 1. Prints deliveries per second per run and the median ratios.
  *
+ * The modes take turns at going first: round r runs them from mode r (modulo their number) on,
+ * so over as many rounds as there are modes each mode has run in every position once. A fixed
+ * order let position pass for cost (a mode always second measured slower than a mode always third
+ * that does more). Each ratio is printed with its spread over the rounds, and how many rounds it
+ * would take to tell a 3 % difference at that spread.
+ *
  * Modes: no probe; counters only; counters and the stamp (the default); the stamp on 1 in 100;
  * observe_auth; and on mosquitto 2.1 (--mosquitto) tx_stamp, where the default also counts
  * deliveries and times each stamped one inside the broker.
@@ -24,6 +30,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -398,7 +405,8 @@ int main(int argc, char **argv)
 	double rates[NMODES][50], ns[NMODES][50]; /* ns: broker CPU time per delivered message */
 	for (int round = 0; round < rounds; round++) {
 		printf("round %d:", round + 1);
-		for (int mode = 0; mode < NMODES; mode++) {
+		for (int k = 0; k < NMODES; k++) {
+			int mode = (round + k) % NMODES; /* each mode first in its turn */
 			if (modes[mode].needs21 && !is21)
 				continue;
 			double backlog = 0, cpu[2] = { 0, 0 };
@@ -437,6 +445,17 @@ int main(int argc, char **argv)
 		}
 		double e = median_of(extra, rounds), pct = 100 * e / base;
 		double mr = median_of(ratio, rounds);
+		/* The spread: the range, and the standard deviation of a round's ratio; a median of n
+		 * rounds tells two modes 3 % apart (at 95 %) when 1.96 * sd * sqrt(2 / n) < 0.03. */
+		double lo = ratio[0], hi = ratio[0], mean = 0, var = 0;
+		for (int round = 0; round < rounds; round++) {
+			lo = ratio[round] < lo ? ratio[round] : lo;
+			hi = ratio[round] > hi ? ratio[round] : hi;
+			mean += ratio[round] / rounds;
+		}
+		for (int round = 0; round < rounds; round++)
+			var += (ratio[round] - mean) * (ratio[round] - mean) / (rounds > 1 ? rounds - 1 : 1);
+		double sd = sqrt(var), need = 2 * (1.96 * sd / 0.03) * (1.96 * sd / 0.03);
 		char target[200] = "";
 		if (modes[mode].target_pct >= 0)
 			snprintf(target, sizeof target, "; target <= %.0f %% at this broker's speed: %s",
@@ -447,6 +466,14 @@ int main(int argc, char **argv)
 			    mr >= modes[mode].target_ratio ? "met" : "NOT met");
 		printf("%-28s %8.0f/s  ratio %.3f  %+.0f ns per message (%.1f %%%s)\n", modes[mode].name,
 		    median_rate[mode], mr, e, pct, target);
+		if (rounds >= 3)
+			printf("%-28s            spread %.3f-%.3f, sd %.3f: a 3 %% difference needs %.0f "
+			       "round(s) at this spread\n",
+			    "", lo, hi, sd, need < 1 ? 1 : ceil(need));
+		else
+			printf("%-28s            spread %.3f-%.3f (3 rounds or more say what a 3 %% "
+			       "difference needs)\n",
+			    "", lo, hi);
 	}
 	printf("(the probe's own code per message, without the broker's noise: probe_path)\n");
 	return 0;
