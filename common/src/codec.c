@@ -952,3 +952,14 @@ const char *mqc_reason_text(unsigned code)
 			return "a reason code MQTT 5 does not define";
 	}
 }
+
+char *mqc_str_dup(struct mqc_str s)
+{
+	char *out = malloc((size_t)s.len + 1);
+	if (!out)
+		return NULL;
+	if (s.len)
+		memcpy(out, s.p, s.len);
+	out[s.len] = '\0';
+	return out;
+}

@@ -206,6 +206,11 @@ struct mqc_str {
 	uint16_t len;
 };
 
+/* s as a NUL-terminated malloc'd string, or NULL (out of memory). A view points into a packet and
+ * is not terminated: strndup would be wrong for it (it may read on to a NUL, and ASan's
+ * strict_string_checks says so when the packet ends the buffer). */
+char *mqc_str_dup(struct mqc_str s);
+
 struct mqc_connack {
 	bool session_present;
 	uint8_t code;   /* MQTT 5 reason code, or the 3.1.1 return code when v311_form */

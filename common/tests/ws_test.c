@@ -37,7 +37,7 @@ static void the_request_names_what_it_asks_for(void **state)
 	struct mqc_buf b = { 0 };
 	assert_int_equal(
 	    mqc_ws_request(&b, "::1", 8080, false, "/ws?x=1", KEY, "Authorization: Bearer t"), 0);
-	char *text = strndup((char *)b.data, b.len);
+	char *text = mqc_str_dup((struct mqc_str) { (const char *)b.data, (uint16_t)b.len });
 	assert_non_null(strstr(text, "GET /ws?x=1 HTTP/1.1\r\n"));
 	assert_non_null(strstr(text, "\r\nHost: [::1]:8080\r\n"));
 	assert_non_null(strstr(text, "\r\nSec-WebSocket-Protocol: mqtt\r\n"));
@@ -46,7 +46,7 @@ static void the_request_names_what_it_asks_for(void **state)
 	free(text);
 	b.len = b.off = 0;
 	assert_int_equal(mqc_ws_request(&b, "h", 443, true, NULL, KEY, NULL), 0);
-	text = strndup((char *)b.data, b.len);
+	text = mqc_str_dup((struct mqc_str) { (const char *)b.data, (uint16_t)b.len });
 	assert_non_null(strstr(text, "GET /mqtt HTTP/1.1\r\nHost: h\r\n")); /* default port: none */
 	free(text);
 	/* A header that would smuggle another one in is refused. */

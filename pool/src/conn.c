@@ -964,7 +964,7 @@ static void to_legacy(struct mqp_pool *p, struct pconn *c, const struct mqc_publ
 		return;
 	}
 	struct mqp_message cand = {
-		.topic = strndup(m->topic.p, m->topic.len),
+		.topic = mqc_str_dup(m->topic),
 		.payload = malloc(m->len + 1),
 		.len = m->len,
 		.qos = m->qos,
@@ -1161,7 +1161,7 @@ static void to_lease(struct mqp_pool *p, struct pconn *c, const struct mqc_publi
 	struct lmsg *l = calloc(1, sizeof *l);
 	if (!l)
 		return;
-	l->m.topic = strndup(m->topic.p, m->topic.len);
+	l->m.topic = mqc_str_dup(m->topic);
 	l->m.payload = malloc(m->len + 1);
 	if (!l->m.topic || !l->m.payload) {
 		mqp_message_free(&l->m);
@@ -1227,7 +1227,7 @@ static void deliver(struct mqp_pool *p, struct pconn *c, const struct mqc_publis
 	if (m->corr && m->corr_len == MQP_CORR_LEN && !m->retain)
 		HASH_FIND(hh, p->pending, m->corr, MQP_CORR_LEN, op);
 	if (op && op->conn == c) {
-		op->reply.topic = strndup(m->topic.p, m->topic.len);
+		op->reply.topic = mqc_str_dup(m->topic);
 		op->reply.payload = malloc(m->len + 1);
 		if (op->reply.payload && op->reply.topic) {
 			if (m->len > 0)
