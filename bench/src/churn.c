@@ -203,21 +203,7 @@ int bench_run_churn(const struct bench_opts *o)
 			cJSON_AddItemToObject(l, "tls_resumed", bench_latency_json(&r.tls_resumed));
 		}
 		fleet_add_tls_json(root, &r);
-		cJSON *t = cJSON_AddArrayToObject(root, "timeline");
-		for (size_t i = 0;
-		     i < r.nseconds && i * MQC_NS_PER_S < o->duration_ns + o->connect_timeout_ns; i++) {
-			cJSON *s = cJSON_CreateObject();
-			cJSON_AddNumberToObject(s, "t", (double)i);
-			cJSON_AddNumberToObject(s, "connected", r.seconds[i].ok);
-			cJSON_AddNumberToObject(s, "connack_mean_ns",
-			    r.seconds[i].ok ? (double)r.seconds[i].latency_sum / r.seconds[i].ok : 0);
-			cJSON_AddNumberToObject(s, "connack_max_ns", (double)r.seconds[i].latency_max);
-			cJSON_AddNumberToObject(s, "failed", r.seconds[i].failed);
-			for (int k = 0; k < R_COUNT; k++)
-				if (r.seconds[i].fails[k])
-					cJSON_AddNumberToObject(s, fleet_reason_names[k], r.seconds[i].fails[k]);
-			cJSON_AddItemToArray(t, s);
-		}
+		fleet_add_timeline(root, &r, o->duration_ns + o->connect_timeout_ns);
 		cJSON *self = cJSON_AddObjectToObject(root, "mqbench_usage");
 		cJSON_AddNumberToObject(self, "fds_before", self_fds0);
 		cJSON_AddNumberToObject(self, "fds_at_end", self_fds1);

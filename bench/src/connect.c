@@ -227,6 +227,7 @@ int bench_run_connect(const struct bench_opts *o)
 			cJSON_AddItemToObject(l, "tls_resumed", bench_latency_json(&r.tls_resumed));
 		}
 		fleet_add_tls_json(root, &r);
+		fleet_add_timeline(root, &r, r.last_done > r.t0 ? r.last_done - r.t0 + 1 : 1);
 		if (o->reconnect)
 			storms_json(root, &r, &p0);
 		cJSON *u = cJSON_AddObjectToObject(root, "broker_usage");

@@ -262,6 +262,9 @@ void fleet_explain(const struct fleet *r, char *why, size_t len);
 void fleet_print_failures(const struct fleet *r);
 /** The exit status, with every failure and unfinished storm said on stderr. */
 int fleet_finish_status(const struct fleet *r, const char *why, uint64_t scheduled);
+/** Each second's connects, failures (by reason) and CONNACK latency (mean, max) from the
+ *  scheduled time, as "timeline": the seconds that start before `until_ns` into the run. */
+void fleet_add_timeline(cJSON *root, const struct fleet *r, uint64_t until_ns);
 /** The probe's connects (with observe_auth) and disconnects between p0 and p1, as "probe". */
 void fleet_add_probe_json(
     cJSON *root, const struct probe_sample *p0, const struct probe_sample *p1);

@@ -12,6 +12,7 @@
 #include "fleet.h"
 #include "mqbench.h"
 #include "mqc_client.h"
+#include "mqc_clock.h"
 #include "mqc_codec.h"
 
 const char *const fleet_reason_names[R_COUNT] = { "refused", "timeout", "connack", "emfile",
@@ -60,6 +61,25 @@ void fleet_print_failures(const struct fleet *r)
 	fleet_print_reasons(stdout, r->reasons);
 	fleet_connack_failures_text(r);
 	printf("\n");
+}
+
+void fleet_add_timeline(cJSON *root, const struct fleet *r, uint64_t until_ns)
+{
+	cJSON *t = cJSON_AddArrayToObject(root, "timeline");
+	for (size_t i = 0; i < r->nseconds && i * MQC_NS_PER_S < until_ns; i++) {
+		const struct second *sec = &r->seconds[i];
+		cJSON *s = cJSON_CreateObject();
+		cJSON_AddNumberToObject(s, "t", (double)i);
+		cJSON_AddNumberToObject(s, "connected", sec->ok);
+		cJSON_AddNumberToObject(
+		    s, "connack_mean_ns", sec->ok ? (double)sec->latency_sum / sec->ok : 0);
+		cJSON_AddNumberToObject(s, "connack_max_ns", (double)sec->latency_max);
+		cJSON_AddNumberToObject(s, "failed", sec->failed);
+		for (int k = 0; k < R_COUNT; k++)
+			if (sec->fails[k])
+				cJSON_AddNumberToObject(s, fleet_reason_names[k], sec->fails[k]);
+		cJSON_AddItemToArray(t, s);
+	}
 }
 
 void fleet_add_connack_refusals(cJSON *root, const struct fleet *r)

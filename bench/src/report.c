@@ -170,19 +170,31 @@ static void timeline_svg(struct run *runs, int n)
 	printf("</svg>\n");
 }
 
-/* p99 of each second, from a throughput or fan-out result's timeline. */
-static void p99_timeline_svg(struct run *runs, int n)
+static double number(const cJSON *o, const char *key);
+
+/* Each second's own p50, p99 and max (dashed, solid, dotted), from a throughput or fan-out
+ * result's timeline, as HdrHistogram's and wrk2's interval logs: a stall in the middle of a run
+ * shows where it happened. Older results kept only the p99 of the run so far: drawn as
+ * such, and said. */
+static const char *const interval_keys[] = { "p50", "p99", "max" };
+static const char *const interval_dash[] = { "6,4", "", "2,3" };
+
+static void latency_timeline_svg(struct run *runs, int n)
 {
 	double tmax = 1, hi = 1, lo = 1e18;
+	bool so_far = false;
 	for (int r = 0; r < n; r++) {
 		const cJSON *p;
 		cJSON_ArrayForEach(p, cJSON_GetObjectItem(runs[r].doc, "timeline"))
 		{
-			double v = cJSON_GetNumberValue(cJSON_GetObjectItem(p, "p99"));
+			so_far |= !cJSON_GetObjectItem(p, "max");
 			tmax = fmax(tmax, cJSON_GetNumberValue(cJSON_GetObjectItem(p, "t")));
-			if (v > 0) {
-				hi = fmax(hi, v);
-				lo = fmin(lo, v);
+			for (size_t k = 0; k < 3; k++) {
+				double v = cJSON_GetNumberValue(cJSON_GetObjectItem(p, interval_keys[k]));
+				if (v > 0) { /* NaN (absent) compares false */
+					hi = fmax(hi, v);
+					lo = fmin(lo, v);
+				}
 			}
 		}
 	}
@@ -195,23 +207,68 @@ static void p99_timeline_svg(struct run *runs, int n)
 		printf("<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.1fs</text>\n", x, H - PAD + 15,
 		    tmax * i / 4);
 	}
-	printf("<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">p99 latency of the run so far, each "
-	       "second (log scale)</text>\n",
-	    W / 2, H - 15);
+	printf("<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", W / 2, H - 15,
+	    so_far ? "p99 of the run so far (an older result), log scale"
+	           : "each second's own p50 (dashed), p99 (solid) and max (dotted), log scale");
 	for (int r = 0; r < n; r++) {
-		const cJSON *p;
-		printf("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", colours[r]);
-		cJSON_ArrayForEach(p, cJSON_GetObjectItem(runs[r].doc, "timeline"))
-		{
-			double t = cJSON_GetNumberValue(cJSON_GetObjectItem(p, "t"));
-			double v = cJSON_GetNumberValue(cJSON_GetObjectItem(p, "p99"));
-			if (v > 0)
-				printf("%.1f,%.1f ", PAD + (W - PAD - RPAD) * t / tmax,
-				    H - PAD - (H - PAD - 10) * (log10(v) - ylo) / (yhi - ylo));
+		for (size_t k = 0; k < 3; k++) {
+			const cJSON *p;
+			printf("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\" "
+			       "stroke-dasharray=\"%s\" points=\"",
+			    colours[r], k == 1 ? "2" : "1.2", interval_dash[k]);
+			cJSON_ArrayForEach(p, cJSON_GetObjectItem(runs[r].doc, "timeline"))
+			{
+				double t = cJSON_GetNumberValue(cJSON_GetObjectItem(p, "t"));
+				double v = cJSON_GetNumberValue(cJSON_GetObjectItem(p, interval_keys[k]));
+				if (v > 0)
+					printf("%.1f,%.1f ", PAD + (W - PAD - RPAD) * t / tmax,
+					    H - PAD - (H - PAD - 10) * (log10(v) - ylo) / (yhi - ylo));
+			}
+			printf("\"/>\n");
 		}
-		printf("\"/>\n");
 	}
 	printf("</svg>\n");
+}
+
+/* What the broker saw, when a run read the probe: its counts, and the time messages spent inside
+ * it (with the probe's stamps) beside the time on either side. */
+static void broker_view(struct run *runs, int n)
+{
+	bool any = false;
+	for (int r = 0; r < n; r++) {
+		const cJSON *probe = cJSON_GetObjectItem(runs[r].doc, "probe");
+		const cJSON *inside
+		    = cJSON_GetObjectItem(cJSON_GetObjectItem(runs[r].doc, "latency"), "inside_broker");
+		if (!probe && !inside)
+			continue;
+		if (!any)
+			printf("<h2>What the broker saw (the probe)</h2>\n<table><tr><th>run</th>"
+			       "<th>the probe's counts over the run</th><th>inside the broker p50</th>"
+			       "<th>p99</th><th>max</th></tr>\n");
+		any = true;
+		printf("<tr><td><span style=\"color:%s\">&#9632;</span> ", colours[r]);
+		escape(runs[r].name);
+		printf("</td><td style=\"text-align:left\">");
+		const cJSON *item;
+		cJSON_ArrayForEach(item, probe)
+		{
+			if (cJSON_IsNumber(item)) {
+				escape(item->string);
+				printf(" %.6g ", item->valuedouble);
+			}
+		}
+		if (!probe)
+			printf("n/a");
+		if (inside)
+			printf("</td><td>%.0f us</td><td>%.0f us</td><td>%.0f us</td></tr>\n",
+			    number(inside, "p50") / 1e3, number(inside, "p99") / 1e3,
+			    number(inside, "max") / 1e3);
+		else
+			printf("</td><td colspan=\"3\">n/a (no stamps: the probe's stamp_messages)</td>"
+			       "</tr>\n");
+	}
+	if (any)
+		printf("</table>\n");
 }
 
 static double number(const cJSON *o, const char *key)
@@ -330,8 +387,9 @@ int bench_report(int argc, char **argv)
 			printf("Usage: mqbench report RESULT.json... > report.html\n"
 			       "Up to %d --json results (each mode of a request result counts as one) as one\n"
 			       "self-contained HTML page: each run's label, date and settings, its counts\n"
-			       "(loss and shortfall; connections; requests), latency by percentile, the p99\n"
-			       "over time and deliveries per second.\n",
+			       "(loss and shortfall; connections; requests), latency by percentile, each\n"
+			       "second's own p50, p99 and max, deliveries per second, and what the broker saw\n"
+			       "when a run read the probe (--metrics-url).\n",
 			    MAX_RUNS);
 			return 0;
 		}
@@ -388,10 +446,11 @@ int bench_report(int argc, char **argv)
 		printf("</table>\n<h2>Latency by percentile (throughput: from the intended send time; "
 		       "connect: CONNACK; request: command to reply)</h2>\n");
 		percentile_svg(runs, n);
-		printf("<h2>Latency over time (throughput and fan-out runs)</h2>\n");
-		p99_timeline_svg(runs, n);
+		printf("<h2>Latency over time, each second's own (throughput and fan-out runs)</h2>\n");
+		latency_timeline_svg(runs, n);
 		printf("<h2>Deliveries per second (throughput and fan-out runs)</h2>\n");
 		timeline_svg(runs, n);
+		broker_view(runs, n);
 		printf("</body></html>\n");
 	}
 	for (int r = 0; r < n; r++)

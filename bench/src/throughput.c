@@ -43,7 +43,8 @@ struct conn {
 
 struct second {
 	double t;
-	uint64_t sent, delivered, p99;
+	uint64_t sent, delivered;
+	uint64_t p50, p99, max; /* of the second's own deliveries (b->interval) */
 };
 
 struct bench {
@@ -58,6 +59,7 @@ struct bench {
 	/* to_broker: send -> broker-rx-ns. With broker-tx-ns: in_broker (rx -> tx) and from_broker
 	 * (tx -> receive); without: from_broker_rx (rx -> receive, the broker's time included). */
 	struct mqc_hist lat, actual, lag, to_broker, in_broker, from_broker, from_broker_rx;
+	struct mqc_hist interval; /* lat of this second only, emptied each second (progress) */
 	struct bench_counts n;
 	uint64_t backlog_limit;
 	uint64_t completed; /* written (QoS 0) or acknowledged (QoS 1/2), over all publishers */
@@ -248,7 +250,9 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
 	if (!bench_stream_record(s, h.seq))
 		return;
 	uint64_t recv_wall = to_wall(b, now);
-	mqc_hist_record(&b->lat, recv_wall > h.intended_ns ? recv_wall - h.intended_ns : 0);
+	uint64_t latency = recv_wall > h.intended_ns ? recv_wall - h.intended_ns : 0;
+	mqc_hist_record(&b->lat, latency);
+	mqc_hist_record(&b->interval, latency);
 	uint64_t sent_wall = h.intended_ns;
 	if ((size_t)msg->payloadlen >= BENCH_HEADER_ACTUAL_SIZE) {
 		sent_wall += (uint64_t)bench_get_u32le((const unsigned char *)msg->payload + 16) * 1000;
@@ -455,18 +459,20 @@ static void progress(struct bench *b, uint64_t now, uint64_t *last_sent, uint64_
 {
 	uint64_t d = delivered(b);
 	double t = (double)(now - b->sched.t0_ns) / 1e9;
+	struct second sec = { t, b->n.sent, d, mqc_hist_percentile(&b->interval, 50),
+		mqc_hist_percentile(&b->interval, 99), b->interval.count ? b->interval.max : 0 };
+	mqc_hist_reset(&b->interval);
 	char p99[24];
 	fprintf(stderr,
-	    "%6.1fs  last 1s: sent %llu/s, delivered %llu/s | since start: sent %llu, delivered %llu, "
-	    "latency p99 %s\n",
+	    "%6.1fs  last 1s: sent %llu/s, delivered %llu/s, latency p99 %s | since start: sent %llu, "
+	    "delivered %llu\n",
 	    t, (unsigned long long)(b->n.sent - *last_sent), (unsigned long long)(d - *last_deliv),
-	    (unsigned long long)b->n.sent, (unsigned long long)d,
-	    bench_fmt_ns(mqc_hist_percentile(&b->lat, 99), p99, sizeof p99));
+	    bench_fmt_ns(sec.p99, p99, sizeof p99), (unsigned long long)b->n.sent,
+	    (unsigned long long)d);
 	struct second *grown = realloc(b->seconds, (b->nseconds + 1) * sizeof *grown);
 	if (grown) {
 		b->seconds = grown;
-		b->seconds[b->nseconds++]
-		    = (struct second) { t, b->n.sent, d, mqc_hist_percentile(&b->lat, 99) };
+		b->seconds[b->nseconds++] = sec;
 	}
 	*last_sent = b->n.sent;
 	*last_deliv = d;
@@ -542,7 +548,9 @@ static void report(struct bench *b, const struct probe_sample *p0, const struct 
 			cJSON_AddNumberToObject(s, "t", b->seconds[i].t);
 			cJSON_AddNumberToObject(s, "sent", (double)b->seconds[i].sent);
 			cJSON_AddNumberToObject(s, "delivered", (double)b->seconds[i].delivered);
+			cJSON_AddNumberToObject(s, "p50", (double)b->seconds[i].p50);
 			cJSON_AddNumberToObject(s, "p99", (double)b->seconds[i].p99);
+			cJSON_AddNumberToObject(s, "max", (double)b->seconds[i].max);
 			cJSON_AddItemToArray(tl, s);
 		}
 		if (p0->ok && p1->ok) {
@@ -656,7 +664,7 @@ static void bench_free(struct bench *b)
 	free(b->payload);
 	free(b->seconds);
 	struct mqc_hist *hists[] = { &b->lat, &b->actual, &b->lag, &b->to_broker, &b->in_broker,
-		&b->from_broker, &b->from_broker_rx };
+		&b->from_broker, &b->from_broker_rx, &b->interval };
 	for (size_t i = 0; i < sizeof hists / sizeof hists[0]; i++)
 		mqc_hist_free(hists[i]);
 	if (b->ep >= 0)
@@ -680,7 +688,8 @@ int bench_run_throughput(const struct bench_opts *o)
 	if (!b.conns || !b.payload || !b.streams || per_pub > UINT32_MAX || mqc_hist_init(&b.lat, 10)
 	    || mqc_hist_init(&b.actual, 10) || mqc_hist_init(&b.lag, 10)
 	    || mqc_hist_init(&b.to_broker, 10) || mqc_hist_init(&b.in_broker, 10)
-	    || mqc_hist_init(&b.from_broker, 10) || mqc_hist_init(&b.from_broker_rx, 10)) {
+	    || mqc_hist_init(&b.from_broker, 10) || mqc_hist_init(&b.from_broker_rx, 10)
+	    || mqc_hist_init(&b.interval, 10)) {
 		fprintf(stderr, "mqbench: out of memory for this run\n");
 		goto out;
 	}

@@ -118,12 +118,27 @@ def check(doc, problems):
         if c.get("delivered", 0) + c.get("loss", 0) < c.get("expected", 0):
             problems.append(f"counts: delivered + loss < expected: {c}")
         for second in doc.get("timeline", []):
-            check_fields(second, {"t": NUM, "sent": INT, "delivered": INT, "p99": INT}, "timeline[]",
-                         problems)
+            # each second's own latency (an interval histogram), not the run's so far
+            check_fields(second, {"t": NUM, "sent": INT, "delivered": INT, "p50": INT, "p99": INT,
+                                  "max": INT}, "timeline[]", problems)
+            if not second.get("p50", 0) <= second.get("p99", 0) <= second.get("max", 0):
+                problems.append(f"timeline[]: not p50 <= p99 <= max: {second}")
     if doc.get("scenario") == "connect":
         c = doc.get("counts", {})
         if c.get("connected", 0) + c.get("failed", 0) > c.get("scheduled", 0):
             problems.append(f"counts: connected + failed > scheduled: {c}")
+        if "merged" not in doc:
+            seconds = doc.get("timeline")
+            if not isinstance(seconds, list):
+                problems.append("timeline: missing")
+                seconds = []
+            for second in seconds:
+                check_fields(second, {"t": NUM, "connected": INT, "failed": INT,
+                                      "connack_mean_ns": NUM, "connack_max_ns": INT},
+                             "timeline[]", problems)
+            if sum(x.get("connected", 0) for x in seconds) != c.get("connected"):
+                problems.append(f"timeline: its seconds' connects do not add up to "
+                                f"counts.connected {c.get('connected')}")
     if doc.get("scenario") == "request":
         modes = doc.get("modes", {})
         if not modes:

@@ -33,6 +33,14 @@ void mqc_hist_free(struct mqc_hist *h)
 	*h = (struct mqc_hist) { 0 };
 }
 
+void mqc_hist_reset(struct mqc_hist *h)
+{
+	memset(h->counts, 0, h->nbuckets * sizeof *h->counts);
+	h->count = h->overflow = h->max = 0;
+	h->min = UINT64_MAX;
+	h->sum = 0;
+}
+
 size_t mqc_hist_index(unsigned s, uint64_t v)
 {
 	if (v < (1ULL << s))

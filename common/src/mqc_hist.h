@@ -37,6 +37,9 @@ void mqc_hist_free(struct mqc_hist *h);
 
 void mqc_hist_record(struct mqc_hist *h, uint64_t value);
 
+/** Empty it again (an interval's histogram, HdrHistogram's hdr_reset). */
+void mqc_hist_reset(struct mqc_hist *h);
+
 /** Add src into dst (same sub_bits). Returns 0, or -1 when the layouts differ. */
 int mqc_hist_merge(struct mqc_hist *dst, const struct mqc_hist *src);
 
