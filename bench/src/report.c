@@ -123,11 +123,21 @@ static void percentile_svg(struct run *runs, int n)
 	printf("</svg>\n");
 }
 
+/* A throughput or fan-out result's per-second deliveries; NULL for other scenarios (a connect or
+ * churn timeline counts connections, not deliveries). */
+static const cJSON *delivery_timeline(const struct run *r)
+{
+	const char *scenario = cJSON_GetStringValue(cJSON_GetObjectItem(r->doc, "scenario"));
+	if (!scenario || (strcmp(scenario, "throughput") != 0 && strcmp(scenario, "fanout") != 0))
+		return NULL;
+	return cJSON_GetObjectItem(r->doc, "timeline");
+}
+
 static void timeline_svg(struct run *runs, int n)
 {
 	double tmax = 1, rmax = 1;
 	for (int r = 0; r < n; r++) {
-		const cJSON *tl = cJSON_GetObjectItem(runs[r].doc, "timeline"), *p;
+		const cJSON *tl = delivery_timeline(&runs[r]), *p;
 		double prev_t = 0, prev_d = 0;
 		cJSON_ArrayForEach(p, tl)
 		{
@@ -152,7 +162,9 @@ static void timeline_svg(struct run *runs, int n)
 	printf("<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">deliveries per second</text>\n", W / 2,
 	    H - 15);
 	for (int r = 0; r < n; r++) {
-		const cJSON *tl = cJSON_GetObjectItem(runs[r].doc, "timeline"), *p;
+		const cJSON *tl = delivery_timeline(&runs[r]), *p;
+		if (!tl)
+			continue;
 		printf("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", colours[r]);
 		double prev_t = 0, prev_d = 0;
 		cJSON_ArrayForEach(p, tl)
@@ -185,7 +197,7 @@ static void latency_timeline_svg(struct run *runs, int n)
 	bool so_far = false;
 	for (int r = 0; r < n; r++) {
 		const cJSON *p;
-		cJSON_ArrayForEach(p, cJSON_GetObjectItem(runs[r].doc, "timeline"))
+		cJSON_ArrayForEach(p, delivery_timeline(&runs[r]))
 		{
 			so_far |= !cJSON_GetObjectItem(p, "max");
 			tmax = fmax(tmax, cJSON_GetNumberValue(cJSON_GetObjectItem(p, "t")));
@@ -211,12 +223,12 @@ static void latency_timeline_svg(struct run *runs, int n)
 	    so_far ? "p99 of the run so far (an older result), log scale"
 	           : "each second's own p50 (dashed), p99 (solid) and max (dotted), log scale");
 	for (int r = 0; r < n; r++) {
-		for (size_t k = 0; k < 3; k++) {
+		for (size_t k = 0; k < 3 && delivery_timeline(&runs[r]); k++) {
 			const cJSON *p;
 			printf("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\" "
 			       "stroke-dasharray=\"%s\" points=\"",
 			    colours[r], k == 1 ? "2" : "1.2", interval_dash[k]);
-			cJSON_ArrayForEach(p, cJSON_GetObjectItem(runs[r].doc, "timeline"))
+			cJSON_ArrayForEach(p, delivery_timeline(&runs[r]))
 			{
 				double t = cJSON_GetNumberValue(cJSON_GetObjectItem(p, "t"));
 				double v = cJSON_GetNumberValue(cJSON_GetObjectItem(p, interval_keys[k]));

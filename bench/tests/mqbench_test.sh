@@ -178,6 +178,19 @@ if [ "$(grep -c '<svg' "$tmp/report.html")" = 3 ] && grep -q '</html>' "$tmp/rep
 else
   fail "report: $(head -c 300 "$tmp/report.html")"
 fi
+# Latency over time: each second's own p50, p99 and max, three lines with points for a run of
+# 2 s; what the probe saw; and a result that kept only the p99 of the run so far said as such.
+"$MQB" report "$tmp/t1.json" >"$tmp/report1.html" 2>/dev/null
+lines=$(sed -n '/each second.s own p50 (dashed)/,/<\/svg>/p' "$tmp/report1.html" | grep -c '<polyline[^>]*points="[0-9]')
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); [s.pop(k) for s in d["timeline"] for k in ("p50", "max")]; print(json.dumps(d))' \
+  "$tmp/t1.json" >"$tmp/older.json"
+if [ "$lines" = 3 ] && grep -q 'What the broker saw (the probe)' "$tmp/report1.html" \
+   && grep -q 'messages_in 1200 ' "$tmp/report1.html" \
+   && "$MQB" report "$tmp/older.json" 2>/dev/null | grep -q 'p99 of the run so far (an older result)'; then
+  pass "report: each second's own p50, p99 and max over time, what the probe saw; an older result's run-so-far p99 said as such"
+else
+  fail "report: latency over time drew $lines lines: $(grep -o 'What the broker saw.\{0,300\}' "$tmp/report1.html")"
+fi
 expect_exit 1 "is not an mqbench --json result" -- "$MQB" report "$tmp/env"
 
 # --- results: one JSON writer, every scenario ------------------------------------------------
