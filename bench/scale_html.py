@@ -171,6 +171,10 @@ def scenarios_table(report):
         s = r.get("scenarios")
         if not s:
             continue
+        if "error" in s:
+            rows.append(f"<tr><td>{esc(display(key))}</td><td colspan=\"4\" class=\"why\">did not run: "
+                        f"{esc(s['error'])}</td></tr>")
+            continue
         kept = [x for x in s["throughput"] if x["kept"]]
         broke = [x for x in s["throughput"] if not x["kept"]]
         top = kept[-1] if kept else None
