@@ -11,7 +11,9 @@
 #include <mqtt_protocol.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 #include <uthash.h>
 
 #include "probe.h"
@@ -209,8 +211,7 @@ static void gone21(struct probe_state *s, const struct mosquitto *client, int re
 		probe_add(&s->metrics.disconnects_identified, 1);
 		probe_sub(&s->metrics.connected, 1);
 		if (s->slow_on && c->window.deliveries) /* ranked now: its window ends with it */
-			probe_slow__rank(&s->slow_building, s->slow.top, s->slow.threshold_ns,
-			    mosquitto_client_id(client), &c->window);
+			probe_slow__rank(&s->slow_building, &s->slow, mosquitto_client_id(client), &c->window);
 		client_drop(s, c);
 	} else {
 		probe_add(&s->metrics.disconnects_anonymous, 1);
@@ -391,6 +392,13 @@ void probe_events__slow_start(struct probe_state *s)
 	slow->top = s->cfg.slow_top;
 	slow->threshold_ns = (uint64_t)s->cfg.slow_threshold_ms * 1000000ULL;
 	slow->window_s = s->cfg.slow_window_s;
+	char why[256];
+	slow->hide_ids = !probe_options__show_client_ids(&s->cfg, why, sizeof why);
+	if (slow->hide_ids && getrandom(slow->id_key, sizeof slow->id_key, 0) != sizeof slow->id_key) {
+		/* no kernel randomness: a key nobody outside this process can know, if weaker */
+		slow->id_key[0] = clock_ns(CLOCK_REALTIME) ^ (uint64_t)(uintptr_t)slow;
+		slow->id_key[1] = clock_ns(CLOCK_MONOTONIC) ^ ((uint64_t)getpid() << 32);
+	}
 	pthread_mutex_init(&slow->lock, NULL);
 	s->slow_next_ns = clock_ns(CLOCK_MONOTONIC_COARSE) + (uint64_t)slow->window_s * 1000000000ULL;
 	s->slow_on = true;
@@ -407,8 +415,7 @@ static void slow_tick(struct probe_state *s, uint64_t now)
 		struct probe_slow_view *v = &s->slow_building;
 		for (struct probe_client *c = s->clients; c; c = c->hh.next) {
 			if (c->window.deliveries)
-				probe_slow__rank(v, s->slow.top, s->slow.threshold_ns,
-				    mosquitto_client_id(c->client), &c->window);
+				probe_slow__rank(v, &s->slow, mosquitto_client_id(c->client), &c->window);
 			c->window = (struct probe_slow_stats) { 0 };
 		}
 		s->slow_pending = *v;

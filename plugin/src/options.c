@@ -77,6 +77,39 @@ static int parse_listen(const char *v, struct probe_config *cfg)
 	return 0;
 }
 
+/* Whether a numeric address is a loopback one: 127.0.0.0/8 or ::1. */
+static bool loopback(const char *addr)
+{
+	unsigned char bin[16];
+	if (inet_pton(AF_INET, addr, bin) == 1)
+		return bin[0] == 127;
+	static const unsigned char one[16] = { [15] = 1 };
+	return inet_pton(AF_INET6, addr, bin) == 1 && memcmp(bin, one, sizeof one) == 0;
+}
+
+bool probe_options__show_client_ids(const struct probe_config *cfg, char *why, size_t len)
+{
+	if (cfg->client_ids != PROBE_IDS_AUTO) {
+		snprintf(why, len, "plugin_opt_expose_client_ids %s",
+		    cfg->client_ids == PROBE_IDS_SHOWN ? "true" : "false");
+		return cfg->client_ids == PROBE_IDS_SHOWN;
+	}
+	if (cfg->http_enabled && loopback(cfg->http_host)) {
+		snprintf(why, len, "the metrics endpoint listens on loopback (%s) only", cfg->http_host);
+		return true;
+	}
+	if (cfg->http_enabled)
+		snprintf(why, len,
+		    "the metrics endpoint (%s:%d) can be read from the network without a password; "
+		    "plugin_opt_expose_client_ids true shows them",
+		    cfg->http_host, cfg->http_port);
+	else
+		snprintf(why, len,
+		    "who reads $SYS/broker/probe/metrics is the broker's ACL's to say, which the probe "
+		    "cannot see; plugin_opt_expose_client_ids true shows them");
+	return false;
+}
+
 int probe_options__parse(
     const struct probe_opt *opts, int count, struct probe_config *cfg, char *err, size_t errlen)
 {
@@ -135,6 +168,14 @@ int probe_options__parse(
 				expect = "whole milliseconds from 0 to 3600000";
 			else
 				cfg->slow_threshold_ms = (unsigned)n;
+		} else if (strcmp(k, "expose_client_ids") == 0) {
+			bool shown;
+			if (strcmp(v, "auto") == 0)
+				cfg->client_ids = PROBE_IDS_AUTO;
+			else if (parse_bool(v, &shown) == 0)
+				cfg->client_ids = shown ? PROBE_IDS_SHOWN : PROBE_IDS_HASHED;
+			else
+				expect = "true, false or auto";
 		} else if (strcmp(k, "slow_window") == 0) {
 			unsigned long n;
 			if (parse_uint(v, 3600, &n) != 0 || n == 0)
@@ -145,7 +186,7 @@ int probe_options__parse(
 			snprintf(err, errlen,
 			    "unknown option plugin_opt_%s (known: http_listen, sys_interval, "
 			    "observe_auth, stamp, stamp_every, stamp_topic, tx_stamp, slow_top, "
-			    "slow_threshold_ms, slow_window)",
+			    "slow_threshold_ms, slow_window, expose_client_ids)",
 			    k);
 			return -1;
 		}

@@ -201,6 +201,16 @@ PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void *
 	    PROBE_VERSION, stamp, where, state.cfg.sys_interval_s,
 	    state.cfg.observe_auth ? "ON" : "off",
 	    inst->message_out ? "counted (MESSAGE_OUT)" : "not visible (no MESSAGE_OUT: 2.0)");
+	if (state.slow_on) {
+		char why[256];
+		probe_options__show_client_ids(&state.cfg, why, sizeof why);
+		mosquitto_log_printf(MOSQ_LOG_NOTICE,
+		    state.slow.hide_ids
+		        ? "mqtt_probe: the slowest subscribers are named by a keyed hash of their client "
+		          "id (h:...), not the id: %s"
+		        : "mqtt_probe: the slowest subscribers are named by their client ids: %s",
+		    why);
+	}
 	if (state.cfg.observe_auth)
 		mosquitto_log_printf(MOSQ_LOG_WARNING,
 		    "mqtt_probe: observe_auth is ON: the probe answers DEFER to every authentication and "

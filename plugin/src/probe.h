@@ -46,6 +46,8 @@ struct probe_config {
 	unsigned slow_top; /* K; 0: off */
 	unsigned slow_threshold_ms;
 	unsigned slow_window_s;
+	/* client ids in the slow subscribers' labels: shown, or as keyed hashes (options.c) */
+	enum probe_ids { PROBE_IDS_AUTO, PROBE_IDS_SHOWN, PROBE_IDS_HASHED } client_ids;
 };
 
 struct probe_opt {
@@ -58,6 +60,15 @@ struct probe_opt {
  */
 int probe_options__parse(
     const struct probe_opt *opts, int count, struct probe_config *cfg, char *err, size_t errlen);
+/**
+ * Whether client ids are shown (true) or named by keyed hashes, and why, in words for the log:
+ * plugin_opt_expose_client_ids true or false, or by default shown only when the HTTP endpoint
+ * listens on a loopback address (nobody else can read it; $SYS follows the same choice).
+ */
+bool probe_options__show_client_ids(const struct probe_config *cfg, char *why, size_t len);
+
+/** SipHash-2-4 of data under a 128-bit key (hash.c). */
+uint64_t probe_hash__siphash(const uint64_t key[2], const void *data, size_t len);
 
 /* --- metrics ---------------------------------------------------------------------------- */
 
@@ -105,12 +116,15 @@ struct probe_slow {
 	unsigned top;
 	uint64_t threshold_ns;
 	unsigned window_s;
+	bool hide_ids;      /* label clients "h:" and the hex of their id's SipHash under id_key */
+	uint64_t id_key[2]; /* drawn at load: the same client, the same label, while it runs */
 	pthread_mutex_t lock;
 	struct probe_slow_view view;
 };
 
-/** Rank one client's window into view (which starts zeroed). */
-void probe_slow__rank(struct probe_slow_view *view, unsigned top, uint64_t threshold_ns,
+/** Rank one client's window into view (which starts zeroed) by slow's K and threshold; the
+ *  entry is labelled with its id or, when slow hides ids, its keyed hash. */
+void probe_slow__rank(struct probe_slow_view *view, const struct probe_slow *slow,
     const char *client_id, const struct probe_slow_stats *stats);
 /** Hand view to the readers if the lock is free now. Returns false if it was not (try later). */
 bool probe_slow__publish(struct probe_slow *slow, const struct probe_slow_view *view);

@@ -34,9 +34,23 @@ static void copy_id(char *out, const char *id)
 	out[n] = '\0';
 }
 
-void probe_slow__rank(struct probe_slow_view *view, unsigned top, uint64_t threshold_ns,
+/* "h:" and 16 hex digits: a name for a client that does not reveal its id (hash.c). */
+static void hashed_id(char out[PROBE_SLOW_ID_MAX + 1], const uint64_t key[2], const char *id)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint64_t h = probe_hash__siphash(key, id, strlen(id));
+	out[0] = 'h';
+	out[1] = ':';
+	for (int i = 0; i < 16; i++)
+		out[2 + i] = hex[(h >> (60 - 4 * i)) & 0xf];
+	out[18] = '\0';
+}
+
+void probe_slow__rank(struct probe_slow_view *view, const struct probe_slow *slow,
     const char *client_id, const struct probe_slow_stats *stats)
 {
+	unsigned top = slow->top;
+	uint64_t threshold_ns = slow->threshold_ns;
 	if (stats->deliveries == 0)
 		return;
 	if (stats->max_ns < threshold_ns) {
@@ -54,7 +68,10 @@ void probe_slow__rank(struct probe_slow_view *view, unsigned top, uint64_t thres
 	if (view->n == top) /* the last one leaves the list for the rest */
 		merge(&view->rest, &view->top[--view->n].stats);
 	memmove(&view->top[at + 1], &view->top[at], (view->n - at) * sizeof view->top[0]);
-	copy_id(view->top[at].client_id, client_id ? client_id : "");
+	if (slow->hide_ids)
+		hashed_id(view->top[at].client_id, slow->id_key, client_id ? client_id : "");
+	else
+		copy_id(view->top[at].client_id, client_id ? client_id : "");
 	view->top[at].stats = *stats;
 	view->n++;
 }

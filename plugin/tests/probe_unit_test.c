@@ -282,6 +282,7 @@ static void slow_subscribers_top_k_and_the_rest(void **state)
 	s.cfg.slow_top = 2;
 	s.cfg.slow_threshold_ms = 50;
 	s.cfg.slow_window_s = 1;
+	s.cfg.client_ids = PROBE_IDS_SHOWN; /* by their ids (a hidden id: the test after next) */
 	s.metrics.slow = &s.slow;
 	probe_events__slow_start(&s);
 	assert_true(s.slow_on);
@@ -373,15 +374,90 @@ static void slow_subscriber_ids_are_bounded(void **state)
 	memcpy(id + PROBE_SLOW_ID_MAX - 1, "\xc3\xa9", 2); /* a 2-byte character across the cut */
 	id[sizeof id - 1] = '\0';
 	struct probe_slow_stats st = { .max_ns = 5, .sum_ns = 5, .deliveries = 1 };
-	probe_slow__rank(&v, 10, 1, id, &st);
+	const struct probe_slow slow = { .top = 10, .threshold_ns = 1 };
+	probe_slow__rank(&v, &slow, id, &st);
 	assert_int_equal(strlen(v.top[0].client_id), PROBE_SLOW_ID_MAX - 1);
 	for (int i = 0; i < 200; i++) /* many more than K: the list holds K, the rest the others */
-		probe_slow__rank(&v, 10, 1, "x", &(struct probe_slow_stats) { (uint64_t)i + 1, 1, 1 });
+		probe_slow__rank(&v, &slow, "x", &(struct probe_slow_stats) { (uint64_t)i + 1, 1, 1 });
 	assert_int_equal(v.n, 10);
 	assert_int_equal(v.over, 201);
 	assert_int_equal(v.top[0].stats.max_ns, 200);
 	assert_int_equal(v.top[9].stats.max_ns, 191);
 	assert_int_equal(v.rest.deliveries, 191);
+}
+
+/* SipHash-2-4 against the paper's vectors: key 00..0f, messages 00.. of length 0, 1 and 15. */
+static void siphash_matches_the_reference(void **state)
+{
+	(void)state;
+	const uint64_t key[2] = { 0x0706050403020100ULL, 0x0f0e0d0c0b0a0908ULL };
+	unsigned char m[16];
+	for (unsigned i = 0; i < sizeof m; i++)
+		m[i] = (unsigned char)i;
+	assert_true(probe_hash__siphash(key, m, 0) == 0x726fdb47dd0e0e31ULL);
+	assert_true(probe_hash__siphash(key, m, 1) == 0x74f839c593dc67fdULL);
+	assert_true(probe_hash__siphash(key, m, 15) == 0xa129ca6149be45e5ULL);
+}
+
+/* Who may see client ids: the option, else loopback only; each decision says why. */
+static void client_ids_shown_by_choice(void **state)
+{
+	(void)state;
+	struct {
+		const char *listen, *expose;
+		bool shown;
+		const char *why;
+	} cases[] = {
+		{ "127.0.0.1:18830", NULL, true, "loopback (127.0.0.1)" },
+		{ "127.3.2.1:18830", NULL, true, "loopback (127.3.2.1)" },
+		{ "[::1]:18830", NULL, true, "loopback (::1)" },
+		{ "0.0.0.0:18830", NULL, false, "from the network without a password" },
+		{ "10.1.2.3:18830", NULL, false, "(10.1.2.3:18830)" },
+		{ "[::]:18830", NULL, false, "from the network" },
+		{ "off", NULL, false, "the broker's ACL's to say" },
+		{ "0.0.0.0:18830", "true", true, "plugin_opt_expose_client_ids true" },
+		{ "127.0.0.1:18830", "false", false, "plugin_opt_expose_client_ids false" },
+		{ "0.0.0.0:18830", "auto", false, "from the network" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct probe_opt opts[2]
+		    = { { "http_listen", cases[i].listen }, { "expose_client_ids", cases[i].expose } };
+		struct probe_config cfg;
+		char err[256], why[256];
+		assert_int_equal(
+		    probe_options__parse(opts, cases[i].expose ? 2 : 1, &cfg, err, sizeof err), 0);
+		bool shown = probe_options__show_client_ids(&cfg, why, sizeof why);
+		if (shown != cases[i].shown || !strstr(why, cases[i].why))
+			fail_msg("%s %s: shown %d, why '%s'", cases[i].listen,
+			    cases[i].expose ? cases[i].expose : "(default)", shown, why);
+	}
+	struct probe_opt bad = { "expose_client_ids", "yes" };
+	struct probe_config cfg;
+	char err[256];
+	assert_int_equal(probe_options__parse(&bad, 1, &cfg, err, sizeof err), -1);
+	assert_non_null(
+	    strstr(err, "plugin_opt_expose_client_ids 'yes': expected true, false or auto"));
+}
+
+/* Hidden ids: each client a stable label, none the id, two clients two labels, and another key
+ * (another broker start) other labels; the renderings carry only the labels. */
+static void slow_subscriber_ids_hidden_are_keyed_hashes(void **state)
+{
+	(void)state;
+	static struct probe_slow_view v1, v2, v3;
+	struct probe_slow slow = { .top = 10, .threshold_ns = 1, .hide_ids = true, .id_key = { 1, 2 } };
+	const struct probe_slow_stats a = { 9, 9, 1 }, b = { 8, 8, 1 };
+	probe_slow__rank(&v1, &slow, "serial-0001", &a);
+	probe_slow__rank(&v1, &slow, "serial-0002", &b);
+	probe_slow__rank(&v2, &slow, "serial-0001", &a);
+	slow.id_key[1] = 3;
+	probe_slow__rank(&v3, &slow, "serial-0001", &a);
+	assert_int_equal(strlen(v1.top[0].client_id), 18);
+	assert_memory_equal(v1.top[0].client_id, "h:", 2);
+	assert_null(strstr(v1.top[0].client_id, "serial"));
+	assert_string_equal(v1.top[0].client_id, v2.top[0].client_id);
+	assert_string_not_equal(v1.top[0].client_id, v1.top[1].client_id);
+	assert_string_not_equal(v1.top[0].client_id, v3.top[0].client_id);
 }
 
 static void disconnect_reasons_of_mosquitto_21(void **state)
@@ -640,6 +716,9 @@ int main(void)
 		cmocka_unit_test(options_stamp_choices),
 		cmocka_unit_test(stamp_only_filtered_topics_one_in_n),
 		cmocka_unit_test(message_out_measures_time_in_broker),
+		cmocka_unit_test(siphash_matches_the_reference),
+		cmocka_unit_test(client_ids_shown_by_choice),
+		cmocka_unit_test(slow_subscriber_ids_hidden_are_keyed_hashes),
 		cmocka_unit_test(disconnect_reasons_of_mosquitto_21),
 		cmocka_unit_test(disconnects_split_by_identity),
 		cmocka_unit_test(auth_observer_counts_each_client_once_and_defers),

@@ -4,7 +4,9 @@
 # process is stopped (SIGSTOP) while 300 messages go out, so it reads nothing: its 20 in-flight
 # messages are not acknowledged and the rest wait in its queue inside the broker. When it is let
 # go, the broker sends them, seconds late. The probe's ranking of that window must name it first,
-# with its longest wait, and name none of the healthy ones; $SYS says the same.
+# with its longest wait, and name none of the healthy ones; $SYS says the same. Its endpoint is
+# on loopback, so ids are shown (the log says why); with plugin_opt_expose_client_ids false a
+# client is named by a keyed hash in both renderings, and its id appears nowhere.
 # Usage: slow_subscriber21_test.sh MOSQUITTO_2.1 PROBE_SO FREE_PORT   (exits 77 without 2.1)
 set -u
 . "$(dirname "$0")/../../scripts/lib.sh" # skip_test
@@ -21,6 +23,7 @@ user root
 log_dest stderr
 log_type error
 log_type warning
+log_type notice
 listener $port 127.0.0.1
 allow_anonymous true
 sys_interval 1
@@ -85,3 +88,51 @@ done
 grep -q '"top":\[{"client_id":"stuck-1"' "$tmp/sys.out" || fail "\$SYS never listed the stuck subscriber first"
 grep '"top":\[{"client_id":"stuck-1"' "$tmp/sys.out" | grep -q 'healthy-' && fail "\$SYS lists a healthy subscriber"
 echo "ok: \$SYS/broker/probe/metrics lists it first too"
+
+grep -q "named by their client ids: the metrics endpoint listens on loopback (127.0.0.1) only" "$tmp/broker.log" \
+  || fail "the log does not say why ids are shown: $(grep mqtt_probe "$tmp/broker.log")"
+echo "ok: ids shown, and the broker's log says why (the endpoint is on loopback)"
+
+# Ids hidden by choice: every subscriber over a threshold of 0 is listed, as h: and 16 hex digits.
+stop_broker
+port=$("$FREE_PORT") metrics_port=$("$FREE_PORT")
+cat >"$tmp/hidden.conf" <<CONF
+user root
+log_dest stderr
+log_type error
+log_type warning
+log_type notice
+listener $port 127.0.0.1
+allow_anonymous true
+plugin $PROBE
+plugin_opt_http_listen 127.0.0.1:$metrics_port
+plugin_opt_sys_interval 1
+plugin_opt_slow_threshold_ms 0
+plugin_opt_slow_window 1
+plugin_opt_expose_client_ids false
+CONF
+LD_PRELOAD=$runtime ASAN_OPTIONS=detect_leaks=0 "$MOSQ" -c "$tmp/hidden.conf" >"$tmp/hidden.log" 2>&1 &
+broker_pid=$!
+for _ in $(seq 50); do curl -s --max-time 1 -o /dev/null "http://127.0.0.1:$metrics_port/metrics" && break; sleep 0.1; done
+mosquitto_sub -h 127.0.0.1 -p "$port" -v -t '$SYS/broker/probe/metrics' >"$tmp/sys2.out" 2>&1 &
+others+=($!)
+mosquitto_sub -h 127.0.0.1 -p "$port" -q 1 -i device-serial-0042 -t hidden/t -C 5 -W 20 >/dev/null 2>&1 &
+sub_pid=$!
+sleep 0.5
+mosquitto_pub -h 127.0.0.1 -p "$port" -q 1 -t hidden/t -m x --repeat 5 --repeat-delay 0.1 2>/dev/null \
+  || fail "the publisher was refused"
+wait "$sub_pid" || fail "the subscriber did not get its 5 messages"
+label=""
+for _ in $(seq 40); do
+  curl -s --max-time 2 "http://127.0.0.1:$metrics_port/metrics" >"$tmp/metrics2"
+  label=$(grep -o '^mosquitto_slow_subscriber_hold_max_seconds{client_id="h:[0-9a-f]\{16\}"}' "$tmp/metrics2" | head -n 1)
+  [ -n "$label" ] && break
+  sleep 0.1
+done
+[ -n "$label" ] || fail "no hashed label: $(grep slow_subscriber "$tmp/metrics2")"
+for _ in $(seq 30); do grep -q '"top":\[{"client_id":"h:' "$tmp/sys2.out" && break; sleep 0.1; done
+grep -q '"top":\[{"client_id":"h:' "$tmp/sys2.out" || fail "\$SYS does not name it by its hash"
+grep -q device-serial-0042 "$tmp/metrics2" "$tmp/sys2.out" && fail "the client id appears in the metrics"
+grep -q "named by a keyed hash of their client id (h:...), not the id: plugin_opt_expose_client_ids false" "$tmp/hidden.log" \
+  || fail "the log does not say ids are hidden: $(grep mqtt_probe "$tmp/hidden.log")"
+echo "ok: with expose_client_ids false the subscriber is $(grep -o "h:[0-9a-f]*" <<<"$label") in /metrics and \$SYS, its id nowhere; the log says why"
