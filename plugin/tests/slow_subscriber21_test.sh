@@ -17,26 +17,23 @@ fi
 . "$(dirname "$0")/broker21.sh" slow21
 fail() { echo "FAIL: $*" >&2; exit 1; } # the first failure ends this test
 
-port=$("$FREE_PORT") metrics_port=$("$FREE_PORT")
-cat >"$tmp/mosquitto.conf" <<CONF
-user root
-log_dest stderr
-log_type error
-log_type warning
-log_type notice
-listener $port 127.0.0.1
-allow_anonymous true
-sys_interval 1
-plugin $PROBE
-plugin_opt_http_listen 127.0.0.1:$metrics_port
-plugin_opt_sys_interval 1
-plugin_opt_slow_top 3
-plugin_opt_slow_threshold_ms 200
-plugin_opt_slow_window 2
-CONF
-LD_PRELOAD=$runtime ASAN_OPTIONS=detect_leaks=0 "$MOSQ" -c "$tmp/mosquitto.conf" >"$tmp/broker.log" 2>&1 &
-broker_pid=$!
-for _ in $(seq 50); do curl -s --max-time 1 -o /dev/null "http://127.0.0.1:$metrics_port/metrics" && break; sleep 0.1; done
+# start NAME OPTION-LINE...: a 2.1 broker with the probe on free ports ($port, $metrics_port), its
+# log in $tmp/NAME.log; back when /metrics answers.
+start() {
+  local name=$1
+  shift
+  port=$("$FREE_PORT") metrics_port=$("$FREE_PORT")
+  {
+    printf '%s\n' "user root" "log_dest stderr" "log_type error" "log_type warning" "log_type notice" \
+      "listener $port 127.0.0.1" "allow_anonymous true" "sys_interval 1" "plugin $PROBE" \
+      "plugin_opt_http_listen 127.0.0.1:$metrics_port" "plugin_opt_sys_interval 1"
+    printf 'plugin_opt_%s\n' "$@"
+  } >"$tmp/$name.conf"
+  LD_PRELOAD=$runtime ASAN_OPTIONS=detect_leaks=0 "$MOSQ" -c "$tmp/$name.conf" >"$tmp/$name.log" 2>&1 &
+  broker_pid=$!
+  for _ in $(seq 50); do curl -s --max-time 1 -o /dev/null "http://127.0.0.1:$metrics_port/metrics" && break; sleep 0.1; done
+}
+start broker "slow_top 3" "slow_threshold_ms 200" "slow_window 2"
 curl -s --max-time 5 "http://127.0.0.1:$metrics_port/metrics" | grep -q '^mosquitto_slow_subscribers ' \
   || fail "no slow-subscriber figures on 2.1: $(cat "$tmp/broker.log")"
 
@@ -95,25 +92,7 @@ echo "ok: ids shown, and the broker's log says why (the endpoint is on loopback)
 
 # Ids hidden by choice: every subscriber over a threshold of 0 is listed, as h: and 16 hex digits.
 stop_broker
-port=$("$FREE_PORT") metrics_port=$("$FREE_PORT")
-cat >"$tmp/hidden.conf" <<CONF
-user root
-log_dest stderr
-log_type error
-log_type warning
-log_type notice
-listener $port 127.0.0.1
-allow_anonymous true
-plugin $PROBE
-plugin_opt_http_listen 127.0.0.1:$metrics_port
-plugin_opt_sys_interval 1
-plugin_opt_slow_threshold_ms 0
-plugin_opt_slow_window 1
-plugin_opt_expose_client_ids false
-CONF
-LD_PRELOAD=$runtime ASAN_OPTIONS=detect_leaks=0 "$MOSQ" -c "$tmp/hidden.conf" >"$tmp/hidden.log" 2>&1 &
-broker_pid=$!
-for _ in $(seq 50); do curl -s --max-time 1 -o /dev/null "http://127.0.0.1:$metrics_port/metrics" && break; sleep 0.1; done
+start hidden "slow_threshold_ms 0" "slow_window 1" "expose_client_ids false"
 mosquitto_sub -h 127.0.0.1 -p "$port" -v -t '$SYS/broker/probe/metrics' >"$tmp/sys2.out" 2>&1 &
 others+=($!)
 mosquitto_sub -h 127.0.0.1 -p "$port" -q 1 -i device-serial-0042 -t hidden/t -C 5 -W 20 >/dev/null 2>&1 &
