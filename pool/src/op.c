@@ -172,6 +172,11 @@ int mqp__inbox_post(struct op_inbox *in, struct op *op, mqp_ticket *ticket)
 		op->queue_next = NULL;
 		*in->tail = op;
 		in->tail = &op->queue_next;
+		/* Under the lock: once it is released the I/O thread may take this op, complete it
+		 * and, when a callback destroyed the pool, free the inbox and close the eventfd (whose
+		 * number may then be reused) before a write after the unlock (TSan saw it, once). */
+		if (first)
+			wake_io(in);
 	}
 	pthread_mutex_unlock(&in->lock);
 	if (refused) {
@@ -179,8 +184,6 @@ int mqp__inbox_post(struct op_inbox *in, struct op *op, mqp_ticket *ticket)
 		mqp__op_unref(op);
 		return MQP_ECLOSED;
 	}
-	if (first)
-		wake_io(in);
 	return MQP_OK;
 }
 
