@@ -104,8 +104,11 @@ static void connections_spread_over_the_nodes_and_requests_follow(void **state)
 {
 	(void)state;
 	struct node nodes[NODES_MAX];
+	/* The devices hold each reply 300 ms, so every request is in flight when the next is placed
+	 * and "least loaded" sees them all: with replies back at once the loads stay at 0 and the
+	 * first connection in order wins the ties (a node got 8 of 60 under TSan). */
 	for (int i = 0; i < NODES_MAX; i++)
-		node_start(&nodes[i], "0");
+		node_start(&nodes[i], "300ms");
 	char url[256];
 	list_url(url, sizeof url, nodes, NODES_MAX);
 	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
@@ -133,7 +136,7 @@ static void connections_spread_over_the_nodes_and_requests_follow(void **state)
 		print_message("node %s: %u connections, %llu requests\n", s.where, s.connections,
 		    (unsigned long long)s.requests);
 		assert_int_equal(s.connections, 2);
-		assert_true(s.requests >= N / 6); /* least loaded first: about N / 3 each */
+		assert_true(s.requests >= N / 6); /* least loaded first: N / 3 each when all in flight */
 		assert_int_equal(s.failing, 0);
 	}
 	mqp_pool_destroy(p);
