@@ -10,7 +10,7 @@ FROM debian:12 AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential cmake pkg-config \
       libmosquitto-dev mosquitto-dev libssl-dev uthash-dev libcjson-dev libmicrohttpd-dev \
-      libcurl4-openssl-dev libuv1-dev libhttp-parser-dev \
+      libyaml-dev libgnutls28-dev libcrypt-dev libcurl4-openssl-dev libuv1-dev libhttp-parser-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -23,8 +23,11 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DMQTTPOOL_BUILD_TESTS=OFF \
 FROM debian:12-slim AS mosquitto
 RUN apt-get update \
  && apt-get install -y --no-install-recommends mosquitto mosquitto-clients libmicrohttpd12 \
+      libyaml-0-2 libgnutls30 openssl \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/mqtt-pool/lib/mosquitto/mqtt_probe.so /usr/lib/mosquitto/mqtt_probe.so
+# bcrypt hashes for the probe's web_config (basic_auth_users)
+COPY --from=build /opt/mqtt-pool/bin/mqtt-probe-passwd /usr/bin/mqtt-probe-passwd
 COPY deploy/docker/mosquitto.conf /etc/mosquitto/mosquitto.conf
 EXPOSE 1883 18830
 USER mosquitto

@@ -74,7 +74,8 @@ static const struct mqc_cli_opt options[] = {
 	{ "json", O_JSON, NULL, "JSON result on stdout (progress stays on stderr)", 0 },
 	{ "metrics-url", O_METRICS, "URL",
 	    "the probe's /metrics (http[s]://host:port/metrics, any host):\nreport what the broker "
-	    "saw; n/a when it cannot be read",
+	    "saw; n/a when it cannot be read. Behind a web_config:\nMQBENCH_METRICS_CA (a CA "
+	    "file), MQBENCH_METRICS_USERNAME and\nMQBENCH_METRICS_PASSWORD from the environment",
 	    0 },
 	{ "broker-pid", O_PID, "PID", "sample the broker's CPU and memory from /proc", 0 },
 	{ "max-loss", O_MAXLOSS, "PCT", "exit 1 when loss exceeds PCT percent (default: report only)",

@@ -97,6 +97,18 @@ static int http_get(const char *url, struct body *b, char *why, size_t whylen)
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+	/* A probe behind its web_config: the CA that signed its certificate, and basic auth, from
+	 * the environment (a password on the command line is anyone's to read in ps). */
+	const char *ca = getenv("MQBENCH_METRICS_CA");
+	const char *user = getenv("MQBENCH_METRICS_USERNAME");
+	const char *password = getenv("MQBENCH_METRICS_PASSWORD");
+	if (ca && *ca)
+		curl_easy_setopt(c, CURLOPT_CAINFO, ca);
+	if (user && *user) {
+		curl_easy_setopt(c, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+		curl_easy_setopt(c, CURLOPT_USERNAME, user);
+		curl_easy_setopt(c, CURLOPT_PASSWORD, password ? password : "");
+	}
 	CURLcode rc = curl_easy_perform(c);
 	long status = 0;
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);

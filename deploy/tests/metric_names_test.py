@@ -14,6 +14,7 @@ import re
 import select
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -109,9 +110,15 @@ def broker(*args):
 
 
 exposed = {}
+# A web_config without TLS or users: plain HTTP as before, and the endpoint's own families
+# (failed logins, re-reads) exposed for the rules that read them.
+web_config = tempfile.NamedTemporaryFile("w", suffix=".yml", prefix="metric-names-web-")
+web_config.write("http_server_config:\n  http2: true\n")
+web_config.flush()
+os.chmod(web_config.name, 0o644)
 try:
-    b20 = broker("--plugin-opt", "observe_auth=true")
-    exposed["probe on mosquitto 2.0 (observe_auth)"] = scrape(b20["METRICS_URL"])
+    b20 = broker("--plugin-opt", "observe_auth=true", "--plugin-opt", f"web_config={web_config.name}")
+    exposed["probe on mosquitto 2.0 (observe_auth, web_config)"] = scrape(b20["METRICS_URL"])
     if mosq21 and os.access(mosq21, os.X_OK):
         b21 = broker("--mosquitto", mosq21)
         exposed["probe on mosquitto 2.1"] = scrape(b21["METRICS_URL"])

@@ -90,6 +90,51 @@ static void histogram(struct probe_buf *b, const char *name, const char *help,
 	histogram_in(b, name, help, buckets, bounds, n, sum, false);
 }
 
+static const char *const auth_failure_names[PROBE_AUTH_FAILURES]
+    = { "no_credentials", "wrong_credentials", "client_certificate" };
+
+/* The endpoint's own security (plugin_opt_web_config): who was turned away, and its re-reads. */
+static void render_web(const struct probe_web_stats *w, struct probe_buf *b)
+{
+	if (!w || !atomic_load(&w->enabled))
+		return;
+	header(b, "mosquitto_probe_web_config_info", "gauge",
+	    "The metrics endpoint's web_config as last applied: TLS, basic auth, client "
+	    "certificates.");
+	probe_buf__printf(b,
+	    "mosquitto_probe_web_config_info{tls=\"%s\",basic_auth=\"%s\",client_cert=\"%s\"} 1\n",
+	    atomic_load(&w->tls) ? "true" : "false", atomic_load(&w->basic_auth) ? "true" : "false",
+	    atomic_load(&w->client_cert) ? "true" : "false");
+	header(b, "mosquitto_probe_http_auth_failures_total", "counter",
+	    "Requests to the metrics endpoint turned away: without credentials (401), with a wrong "
+	    "user or password (401, the same answer), or without a verified client certificate "
+	    "(403).");
+	for (int i = 0; i < PROBE_AUTH_FAILURES; i++)
+		probe_buf__printf(b, "mosquitto_probe_http_auth_failures_total{reason=\"%s\"} %llu\n",
+		    auth_failure_names[i], (unsigned long long)probe_get(&w->auth_failures[i]));
+	counter(b, "mosquitto_probe_http_rate_limited_total",
+	    "Requests answered 429 without their password checked: an address past 5 failed "
+	    "logins (one more a second), or more than 10 bcrypt checks a second in all.",
+	    probe_get(&w->rate_limited));
+	header(b, "mosquitto_probe_web_config_reloads_total", "counter",
+	    "Re-reads of the web_config after its files changed, by result (a failed one keeps the "
+	    "settings in force).");
+	probe_buf__printf(b,
+	    "mosquitto_probe_web_config_reloads_total{result=\"failure\"} %llu\n"
+	    "mosquitto_probe_web_config_reloads_total{result=\"success\"} %llu\n",
+	    (unsigned long long)probe_get(&w->reloads[0]),
+	    (unsigned long long)probe_get(&w->reloads[1]));
+	header(b, "mosquitto_probe_web_config_last_reload_successful", "gauge",
+	    "1 when the web_config's files as they are now are the ones in force, 0 when the last "
+	    "re-read failed.");
+	probe_buf__printf(b, "mosquitto_probe_web_config_last_reload_successful %d\n",
+	    atomic_load(&w->last_reload_ok) ? 1 : 0);
+	header(b, "mosquitto_probe_web_config_last_reload_success_timestamp_seconds", "gauge",
+	    "When the web_config in force was read (Unix time).");
+	probe_buf__printf(b, "mosquitto_probe_web_config_last_reload_success_timestamp_seconds %llu\n",
+	    (unsigned long long)atomic_load(&w->last_reload_s));
+}
+
 void probe_metrics__render_prometheus(const struct probe_metrics *m, const struct probe_process *p,
     bool observe_auth, struct probe_buf *b)
 {
@@ -119,6 +164,7 @@ void probe_metrics__render_prometheus(const struct probe_metrics *m, const struc
 		    true);
 
 	probe_slow__render_prometheus(m->slow, b);
+	render_web(m->web, b);
 
 	header(b, "mosquitto_messages_received_total", "counter",
 	    "Inbound PUBLISH messages the broker accepted (after its ACL check), by QoS and "

@@ -94,6 +94,12 @@ bool probe_options__show_client_ids(const struct probe_config *cfg, char *why, s
 		    cfg->client_ids == PROBE_IDS_SHOWN ? "true" : "false");
 		return cfg->client_ids == PROBE_IDS_SHOWN;
 	}
+	if (cfg->http_enabled && cfg->web_auth) {
+		snprintf(why, len,
+		    "the metrics endpoint requires a password or a client certificate (web_config %s)",
+		    cfg->web_config);
+		return true;
+	}
 	if (cfg->http_enabled && loopback(cfg->http_host)) {
 		snprintf(why, len, "the metrics endpoint listens on loopback (%s) only", cfg->http_host);
 		return true;
@@ -176,6 +182,11 @@ int probe_options__parse(
 				cfg->client_ids = shown ? PROBE_IDS_SHOWN : PROBE_IDS_HASHED;
 			else
 				expect = "true, false or auto";
+		} else if (strcmp(k, "web_config") == 0) {
+			if (!*v || strlen(v) >= sizeof cfg->web_config)
+				expect = "the path of a web configuration file (exporter-toolkit format)";
+			else
+				memcpy(cfg->web_config, v, strlen(v) + 1);
 		} else if (strcmp(k, "slow_window") == 0) {
 			unsigned long n;
 			if (parse_uint(v, 3600, &n) != 0 || n == 0)
@@ -186,7 +197,7 @@ int probe_options__parse(
 			snprintf(err, errlen,
 			    "unknown option plugin_opt_%s (known: http_listen, sys_interval, "
 			    "observe_auth, stamp, stamp_every, stamp_topic, tx_stamp, slow_top, "
-			    "slow_threshold_ms, slow_window, expose_client_ids)",
+			    "slow_threshold_ms, slow_window, expose_client_ids, web_config)",
 			    k);
 			return -1;
 		}
@@ -194,6 +205,12 @@ int probe_options__parse(
 			snprintf(err, errlen, "plugin_opt_%s '%s': expected %s", k, v, expect);
 			return -1;
 		}
+	}
+	if (cfg->web_config[0] && !cfg->http_enabled) {
+		snprintf(err, errlen,
+		    "plugin_opt_web_config secures the HTTP endpoint, which "
+		    "plugin_opt_http_listen off turns off");
+		return -1;
 	}
 	if (cfg->tx_stamp && !cfg->stamp) {
 		snprintf(err, errlen, "plugin_opt_tx_stamp true needs plugin_opt_stamp true");

@@ -62,6 +62,25 @@ static void unregister(const struct probe_instance *inst, size_t count)
 			mosquitto_callback_unregister(inst->id, events[i].event, events[i].cb, NULL);
 }
 
+static void log_web(const struct probe_web *w, const struct probe_config *cfg)
+{
+	char users[32] = "no basic auth";
+	if (w->nusers)
+		snprintf(
+		    users, sizeof users, "basic auth (%u user%s)", w->nusers, w->nusers == 1 ? "" : "s");
+	static const char *const certs[] = { [PROBE_WEB_NO_CLIENT_CERT] = "no client certificates",
+		[PROBE_WEB_VERIFY_CLIENT_CERT_IF_GIVEN] = "client certificates verified if given",
+		[PROBE_WEB_REQUIRE_CLIENT_CERT] = "client certificates required" };
+	mosquitto_log_printf(MOSQ_LOG_NOTICE,
+	    "mqtt_probe: web_config %s: %s, %s, %s; re-read within a second of a change",
+	    cfg->web_config, w->tls ? (w->min_tls13 ? "TLS 1.3" : "TLS 1.2 and 1.3") : "plain HTTP",
+	    users, certs[w->client_cert]);
+	if (w->nusers && !w->tls)
+		mosquitto_log_printf(MOSQ_LOG_WARNING,
+		    "mqtt_probe: web_config %s: basic auth without TLS sends passwords in the clear",
+		    cfg->web_config);
+}
+
 static bool same_config(const struct probe_config *a, const struct probe_config *b)
 {
 	return a->http_enabled == b->http_enabled && a->http_port == b->http_port
@@ -70,7 +89,8 @@ static bool same_config(const struct probe_config *a, const struct probe_config 
 	    && a->stamp_every == b->stamp_every && a->stamp_topics == b->stamp_topics
 	    && memcmp(a->stamp_topic, b->stamp_topic, sizeof a->stamp_topic) == 0
 	    && a->tx_stamp == b->tx_stamp && a->slow_top == b->slow_top
-	    && a->slow_threshold_ms == b->slow_threshold_ms && a->slow_window_s == b->slow_window_s;
+	    && a->slow_threshold_ms == b->slow_threshold_ms && a->slow_window_s == b->slow_window_s
+	    && a->client_ids == b->client_ids && strcmp(a->web_config, b->web_config) == 0;
 }
 
 PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **userdata,
@@ -107,9 +127,25 @@ PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void *
 			mosquitto_log_printf(MOSQ_LOG_ERR, "mqtt_probe: Error: %s", err);
 			return MOSQ_ERR_INVAL;
 		}
+		struct probe_web *web = NULL;
+		if (cfg.web_config[0]) {
+			web = probe_web__load(cfg.web_config, err, sizeof err);
+			if (!web) {
+				mosquitto_log_printf(MOSQ_LOG_ERR, "mqtt_probe: Error: %s", err);
+				return MOSQ_ERR_INVAL;
+			}
+			state.cfg.web_auth = probe_web__requires_auth(web);
+			state.metrics.web = &state.web_stats;
+			log_web(web, &state.cfg);
+		}
 		if (cfg.http_enabled) {
-			state.http = probe_http__start(
-			    cfg.http_host, cfg.http_port, &state.metrics, cfg.observe_auth, err, sizeof err);
+			/* With ids shown because of the web config's authentication, a re-read that
+			 * drops it is refused. */
+			char why[8];
+			bool keep_auth = state.cfg.web_auth && state.cfg.client_ids == PROBE_IDS_AUTO
+			    && probe_options__show_client_ids(&state.cfg, why, sizeof why);
+			state.http = probe_http__start(cfg.http_host, cfg.http_port, &state.metrics,
+			    cfg.observe_auth, web, keep_auth, err, sizeof err);
 			if (!state.http) {
 				mosquitto_log_printf(MOSQ_LOG_ERR, "mqtt_probe: Error: %s", err);
 				return MOSQ_ERR_INVAL;

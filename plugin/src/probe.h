@@ -9,6 +9,7 @@
 #ifndef PROBE_H
 #define PROBE_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -48,6 +49,8 @@ struct probe_config {
 	unsigned slow_window_s;
 	/* client ids in the slow subscribers' labels: shown, or as keyed hashes (options.c) */
 	enum probe_ids { PROBE_IDS_AUTO, PROBE_IDS_SHOWN, PROBE_IDS_HASHED } client_ids;
+	char web_config[PATH_MAX]; /* "": none (plain HTTP, nobody asked for credentials) */
+	bool web_auth; /* not an option: set once web_config is read and requires authentication */
 };
 
 struct probe_opt {
@@ -63,7 +66,8 @@ int probe_options__parse(
 /**
  * Whether client ids are shown (true) or named by keyed hashes, and why, in words for the log:
  * plugin_opt_expose_client_ids true or false, or by default shown only when the HTTP endpoint
- * listens on a loopback address (nobody else can read it; $SYS follows the same choice).
+ * listens on a loopback address (nobody else can read it) or its web_config requires a password
+ * or a client certificate ($SYS follows the same choice).
  */
 bool probe_options__show_client_ids(const struct probe_config *cfg, char *why, size_t len);
 
@@ -81,6 +85,8 @@ uint64_t probe_hash__siphash(const uint64_t key[2], const void *data, size_t len
 #define PROBE_HOLD_BUCKETS 20
 
 typedef atomic_uint_fast64_t probe_counter;
+
+struct probe_web_stats;
 
 /* --- slow subscribers (mosquitto 2.1 with the stamp) ----------------------------------------
  * Per connected client, a window's worth of in-broker waits (receive to MESSAGE_OUT) of the
@@ -181,7 +187,8 @@ struct probe_metrics {
 	probe_counter subscribe_checks[2]; /* [0] SUBSCRIBE, [1] UNSUBSCRIBE filters checked */
 	probe_counter fanout_buckets[PROBE_FANOUT_BUCKETS];
 	probe_counter fanout_sum;
-	struct probe_slow *slow; /* NULL or not enabled: no slow-subscriber figures */
+	struct probe_slow *slow;     /* NULL or not enabled: no slow-subscriber figures */
+	struct probe_web_stats *web; /* NULL or not enabled: no web_config */
 };
 
 /* Single writer (the broker thread): a relaxed load and store, no locked instruction. */
@@ -294,13 +301,91 @@ bool probe_props__find_u64(const mosquitto_property *props, const char *key, uin
 int probe_props__copy_add(
     mosquitto_property **out, const mosquitto_property *props, const char *key, const char *value);
 
+/* --- the web configuration (web.c) -------------------------------------------------------
+ * plugin_opt_web_config FILE: the exporter-toolkit's format, the part that secures an endpoint
+ * (TLS, client certificates, basic auth). Loaded whole or not at all; immutable once loaded. */
+
+#define PROBE_WEB_USERS_MAX 64
+
+enum probe_web_client_cert {
+	PROBE_WEB_NO_CLIENT_CERT,
+	PROBE_WEB_VERIFY_CLIENT_CERT_IF_GIVEN,
+	PROBE_WEB_REQUIRE_CLIENT_CERT,
+};
+
+/** What a file was when read, to notice it changed (or appeared, or went). */
+struct probe_web_file_stamp {
+	uint64_t dev, ino;
+	int64_t size, mtime_ns;
+	int error;
+};
+
+struct probe_web_stamp {
+	struct probe_web_file_stamp file[4]; /* the config, cert, key, client CA */
+};
+
+struct probe_web {
+	char path[PATH_MAX];
+	bool tls;
+	bool min_tls13; /* else TLS 1.2 and 1.3 */
+	enum probe_web_client_cert client_cert;
+	char cert_file[PATH_MAX], key_file[PATH_MAX], client_ca_file[PATH_MAX];
+	char *cert_pem, *key_pem, *ca_pem; /* the files' contents, checked by GnuTLS at load */
+	unsigned nusers;
+	struct probe_web_user {
+		char name[128];
+		char hash[61]; /* bcrypt */
+	} * users;
+	struct probe_web_stamp stamp; /* the files as they were read */
+};
+
+/** Read and check a web config; NULL with "web_config FILE, line N: reason" in err. */
+struct probe_web *probe_web__load(const char *path, char *err, size_t errlen);
+void probe_web__free(struct probe_web *w);
+/** Whether nobody reads the endpoint without a password or a verified client certificate. */
+bool probe_web__requires_auth(const struct probe_web *w);
+/** The files' stamps now (compare with w->stamp to see a change). */
+void probe_web__stamp(const struct probe_web *w, struct probe_web_stamp *s);
+/**
+ * Whether user/password match a basic_auth_users entry: bcrypt (crypt_rn) and comparisons that
+ * take the same time whatever matched, an unknown user included. *hash_out: the user's hash, or
+ * NULL for an unknown user.
+ */
+bool probe_web__check_password(
+    const struct probe_web *w, const char *user, const char *password, const char **hash_out);
+/** The user's bcrypt hash, or NULL. */
+const char *probe_web__user_hash(const struct probe_web *w, const char *user);
+
+/** What the HTTP threads count about the web config and who was turned away (atomics). */
+enum probe_auth_failure {
+	PROBE_AUTH_NO_CREDENTIALS,    /* no or malformed Authorization header */
+	PROBE_AUTH_WRONG_CREDENTIALS, /* a user or password that does not match */
+	PROBE_AUTH_CLIENT_CERT,       /* no client certificate, or one the CA did not sign */
+	PROBE_AUTH_FAILURES
+};
+
+struct probe_web_stats {
+	atomic_bool enabled;
+	atomic_bool tls, basic_auth, client_cert;
+	probe_counter auth_failures[PROBE_AUTH_FAILURES];
+	probe_counter rate_limited; /* answered 429 without checking the password */
+	probe_counter reloads[2];   /* [0] failed, [1] applied */
+	atomic_bool last_reload_ok;
+	atomic_uint_fast64_t last_reload_s; /* CLOCK_REALTIME seconds of the last applied read */
+};
+
 /* --- HTTP exporter ---------------------------------------------------------------------- */
 
 struct probe_http;
 
-/** Start serving GET /metrics on host:port. Returns NULL with err set (e.g. port in use). */
+/**
+ * Start serving GET /metrics on host:port, over TLS and behind basic auth when web (owned from
+ * now on, NULL: plain HTTP) says so; a thread then re-reads web's files when they change. With
+ * keep_auth a re-read that would leave the endpoint without authentication is refused (client
+ * ids are shown because of it). Returns NULL with err set (e.g. port in use).
+ */
 struct probe_http *probe_http__start(const char *host, int port, const struct probe_metrics *m,
-    bool observe_auth, char *err, size_t errlen);
+    bool observe_auth, struct probe_web *web, bool keep_auth, char *err, size_t errlen);
 void probe_http__stop(struct probe_http *h);
 
 /* --- the probe's address against the broker's configuration (conflict.c) ---------------- */
@@ -356,6 +441,7 @@ struct probe_state {
 	bool hold;          /* 2.1 with the stamp on: rx-to-tx histogram */
 	bool events21;      /* 2.1's CONNECT and CLIENT_OFFLINE registered: they keep the client set */
 	struct probe_slow slow;
+	struct probe_web_stats web_stats;     /* metrics.web points here with a web_config */
 	struct probe_slow_view slow_building; /* this window: the clients that left during it */
 	struct probe_slow_view slow_pending;  /* the last window, until the readers have it */
 	bool slow_unpublished;

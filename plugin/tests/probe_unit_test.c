@@ -431,9 +431,28 @@ static void client_ids_shown_by_choice(void **state)
 			fail_msg("%s %s: shown %d, why '%s'", cases[i].listen,
 			    cases[i].expose ? cases[i].expose : "(default)", shown, why);
 	}
-	struct probe_opt bad = { "expose_client_ids", "yes" };
+	/* Behind the web config's authentication (plugin.c sets web_auth once the file is read),
+	 * on any address; the option still decides when given. */
+	struct probe_opt secured[3] = { { "http_listen", "0.0.0.0:18830" },
+		{ "web_config", "/etc/mosquitto/web.yml" }, { "expose_client_ids", "false" } };
 	struct probe_config cfg;
-	char err[256];
+	char err[256], why[256];
+	assert_int_equal(probe_options__parse(secured, 2, &cfg, err, sizeof err), 0);
+	cfg.web_auth = true;
+	assert_true(probe_options__show_client_ids(&cfg, why, sizeof why));
+	assert_non_null(strstr(why,
+	    "requires a password or a client certificate (web_config "
+	    "/etc/mosquitto/web.yml)"));
+	cfg.web_auth = false; /* a web config with neither: as without one */
+	assert_false(probe_options__show_client_ids(&cfg, why, sizeof why));
+	assert_int_equal(probe_options__parse(secured, 3, &cfg, err, sizeof err), 0);
+	cfg.web_auth = true;
+	assert_false(probe_options__show_client_ids(&cfg, why, sizeof why));
+	struct probe_opt no_http[2] = { { "http_listen", "off" }, { "web_config", "/x.yml" } };
+	assert_int_equal(probe_options__parse(no_http, 2, &cfg, err, sizeof err), -1);
+	assert_non_null(strstr(err, "plugin_opt_http_listen off turns off"));
+
+	struct probe_opt bad = { "expose_client_ids", "yes" };
 	assert_int_equal(probe_options__parse(&bad, 1, &cfg, err, sizeof err), -1);
 	assert_non_null(
 	    strstr(err, "plugin_opt_expose_client_ids 'yes': expected true, false or auto"));

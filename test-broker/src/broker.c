@@ -40,6 +40,9 @@ struct tb_broker {
 	char preload[TB_PATH_MAX];
 	uint64_t start_timeout_ns;
 	bool any_connack; /* without a password file the test user may be refused: still an answer */
+	/* the probe's endpoint may want TLS or a password (plugin_opt_web_config): loaded with the
+	 * plugin before the broker answers CONNECT, it is not asked for a plain 200 */
+	bool metrics_secured;
 	bool exited;
 	int status;
 };
@@ -208,7 +211,8 @@ static int launch(struct tb_broker *b, char *err, size_t errlen)
 		}
 		sleep_ms(10);
 	}
-	while (b->info.metrics_port && http_status(b->info.metrics_port) != 200) {
+	while (
+	    b->info.metrics_port && !b->metrics_secured && http_status(b->info.metrics_port) != 200) {
 		if (!tb_broker_alive(b, NULL)) {
 			describe_exit(b, err, errlen);
 			return -1;
@@ -343,6 +347,7 @@ int tb_broker_start(
 	if (o->preload)
 		mqc_strlcpy(b->preload, o->preload, sizeof b->preload);
 	b->any_connack = o->no_password_file;
+	b->metrics_secured = plugin_opt_value(o->plugin_opts, "web_config") != NULL;
 
 	const char *binary = o->mosquitto ? o->mosquitto : getenv("TB_MOSQUITTO");
 	if (tb__find_program(binary ? binary : "mosquitto", "/usr/sbin:/usr/local/sbin", b->mosquitto,
