@@ -120,8 +120,8 @@ try:
     b20 = broker("--plugin-opt", "observe_auth=true", "--plugin-opt", f"web_config={web_config.name}")
     exposed["probe on mosquitto 2.0 (observe_auth, web_config)"] = scrape(b20["METRICS_URL"])
     if mosq21 and os.access(mosq21, os.X_OK):
-        b21 = broker("--mosquitto", mosq21)
-        exposed["probe on mosquitto 2.1"] = scrape(b21["METRICS_URL"])
+        b21 = broker("--mosquitto", mosq21, "--plugin-opt", "observe_auth=true")
+        exposed["probe on mosquitto 2.1 (observe_auth: backlogs)"] = scrape(b21["METRICS_URL"])
     elif os.environ.get("MQTTPOOL_NO_SKIP") == "1":
         check(False, f"no mosquitto 2.1 build at '{mosq21}' (MQTTPOOL_NO_SKIP=1: a skip is a failure)")
     else:
@@ -152,7 +152,8 @@ finally:
 for where, names in exposed.items():
     print(f"   {where}: {len(names)} series names")
 every = set().union(*exposed.values()) | PROMETHEUS_OWN
-only21 = re.compile(r"mosquitto_(slow_subscriber|message_hold|deliveries|sent_payload|disconnect_reasons)")
+only21 = re.compile(r"mosquitto_(slow_subscriber|message_hold|deliveries|sent_payload|disconnect_reasons"
+                    r"|backlog|client_|dropped_messages)")
 have21 = any("2.1" in k for k in exposed)
 for where, expr in queries:
     for name in sorted(metric_names(expr)):

@@ -35,7 +35,8 @@ struct reader {
 	struct probe_listener *current; /* the last listener: protocol lines apply to it */
 	struct probe_listener deflt;    /* the deprecated `port`/`bind_address` default listener */
 	bool has_default;
-	struct probe_conf_line *option; /* where plugin_opt_http_listen was, if asked */
+	struct probe_conf_line *option;    /* where plugin_opt_http_listen was, if asked */
+	struct probe_queue_limits *limits; /* the queue limits, if asked */
 };
 
 static char *next_token(char **s)
@@ -137,6 +138,20 @@ static void read_line(struct reader *r, char *text, const char *path, int lineno
 		char *dir = next_token(&s);
 		if (dir && depth < INCLUDE_DEPTH_MAX)
 			read_dir(r, dir, depth);
+	} else if (r->limits
+	    && (strcmp(key, "max_queued_messages") == 0 || strcmp(key, "max_inflight_messages") == 0
+	        || strcmp(key, "max_queued_bytes") == 0)) {
+		char *v = next_token(&s);
+		if (!v)
+			return;
+		long n = strtol(v, NULL, 10); /* the last line wins, as in mosquitto */
+		if (key[4] == 'i')
+			r->limits->max_inflight_messages = n;
+		else if (strcmp(key, "max_queued_bytes") == 0)
+			r->limits->max_queued_bytes = n;
+		else
+			r->limits->max_queued_messages = n;
+		r->limits->found = true;
 	} else if (r->option && !r->option->line && strcmp(key, "plugin_opt_http_listen") == 0) {
 		set_where(r->option, path, lineno);
 	}
@@ -172,6 +187,14 @@ int probe_conf__read(
 	if (r.has_default && r.count < r.max)
 		out[r.count++] = r.deflt;
 	return r.count;
+}
+
+int probe_conf__queue_limits(const char *path, struct probe_queue_limits *out)
+{
+	*out = (struct probe_queue_limits) { .max_queued_messages = 1000, .max_inflight_messages = 20 };
+	struct probe_listener none;
+	struct reader r = { .out = &none, .max = 0, .limits = out };
+	return read_file(&r, path, 0);
 }
 
 bool probe_conf__path(char *buf, size_t len)

@@ -5,10 +5,12 @@
  * Every handler returns MOSQ_ERR_SUCCESS, except the opt-in auth and ACL observers, which return
  * MOSQ_ERR_PLUGIN_DEFER: they never decide anything (see README: the observe_auth precondition).
  */
+#include <limits.h>
 #include <mosquitto.h>
 #include <mosquitto_broker.h>
 #include <mosquitto_plugin.h>
 #include <mqtt_protocol.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -32,6 +34,12 @@ struct probe_client {
 	UT_hash_handle hh;              /* s->clients, by client pointer */
 	UT_hash_handle hh_id;           /* s->offline, offline sessions by client id */
 	struct probe_slow_stats window; /* 2.1: this window's in-broker waits (slow subscribers) */
+	/* 2.1 with observe_auth: its backlog (see probe.h) */
+	struct probe_backlog_stats bl;
+	uint64_t routed, sent;
+	const void *await;  /* the message routed to it last, until it is sent or known not to be */
+	uint32_t await_len; /* its payload bytes */
+	uint8_t await_qos;
 };
 
 /* Offline sessions kept at most: past this they are forgotten (as before, a SIGHUP may count
@@ -199,6 +207,71 @@ int probe_events__connect(int event, void *event_data, void *userdata)
 	return MOSQ_ERR_SUCCESS;
 }
 
+/* A message's identity from routing to sending: its stored payload (the ACL check and
+ * MESSAGE_OUT both pass the stored message's), or its topic when it has no payload. */
+static const void *message_key(const void *payload, const char *topic)
+{
+	return payload ? payload : (const void *)topic;
+}
+
+/* The message routed to c last was not sent at once (the broker sends at once or never in the
+ * same call): it was queued, or dropped when c's queue was full; a QoS 0 one is never queued. */
+static void backlog_settle(struct probe_state *s, struct probe_client *c)
+{
+	if (!c->await)
+		return;
+	c->await = NULL;
+	if (c->await_qos == 0 || (s->backlog.limit && c->bl.queued >= s->backlog.limit)) {
+		c->bl.dropped++;
+		c->bl.dropped_window++;
+		probe_add(&s->metrics.dropped_queue_full, 1);
+	} else {
+		c->bl.queued++;
+		c->bl.queued_bytes += c->await_len;
+	}
+}
+
+/* Retained messages are left out on both sides: those sent on SUBSCRIBE are written after every
+ * one of them has been checked (not at once), and would look queued or dropped. */
+static void backlog_routed(struct probe_state *s, const struct mosquitto_evt_acl_check *ed)
+{
+	if (ed->retain)
+		return;
+	struct probe_client *c;
+	HASH_FIND_PTR(s->clients, &ed->client, c);
+	if (!c || c->offline_id)
+		return;
+	backlog_settle(s, c);
+	c->routed++;
+	c->await = message_key(ed->payload, ed->topic);
+	c->await_len = ed->payloadlen;
+	c->await_qos = (uint8_t)ed->qos;
+}
+
+static void backlog_sent(
+    struct probe_state *s, struct probe_client *c, const struct mosquitto_evt_message *ed)
+{
+	if (ed->retain)
+		return;
+	c->sent++;
+	if (c->await && c->await == message_key(ed->payload, ed->topic)) {
+		c->await = NULL; /* sent at once */
+		return;
+	}
+	backlog_settle(s, c);
+	if (c->bl.queued) { /* one of its queue goes out */
+		c->bl.queued--;
+		c->bl.queued_bytes
+		    -= ed->payloadlen < c->bl.queued_bytes ? ed->payloadlen : c->bl.queued_bytes;
+	}
+}
+
+static void backlog_stats(struct probe_client *c, struct probe_backlog_stats *out)
+{
+	*out = c->bl;
+	out->unsent = c->routed > c->sent ? c->routed - c->sent : 0;
+}
+
 /* 2.1: a connection ended (DISCONNECT or CLIENT_OFFLINE). identity="client" means it had been
  * accepted, "none" that it had a client id but was refused; 2.1 reports nothing for a socket
  * that never sent CONNECT (it has no client id). */
@@ -212,6 +285,14 @@ static void gone21(struct probe_state *s, const struct mosquitto *client, int re
 		probe_sub(&s->metrics.connected, 1);
 		if (s->slow_on && c->window.deliveries) /* ranked now: its window ends with it */
 			probe_slow__rank(&s->slow_building, &s->slow, mosquitto_client_id(client), &c->window);
+		if (s->backlog_on) { /* its queue goes with it (a clean session) or waits offline */
+			struct probe_backlog_stats st;
+			backlog_settle(s, c);
+			backlog_stats(c, &st);
+			if (st.dropped_window)
+				probe_backlog__rank(
+				    &s->backlog_building, &s->backlog, mosquitto_client_id(client), &st);
+		}
 		client_drop(s, c);
 	} else {
 		probe_add(&s->metrics.disconnects_anonymous, 1);
@@ -309,21 +390,22 @@ int probe_events__message_out(int event, void *event_data, void *userdata)
 	struct probe_state *s = userdata;
 	probe_add(&s->metrics.deliveries, 1);
 	probe_add(&s->metrics.sent_payload_bytes, ed->payloadlen);
+	struct probe_client *c = NULL;
+	if (s->backlog_on || s->slow_on)
+		HASH_FIND_PTR(s->clients, &ed->client, c);
+	if (s->backlog_on && c)
+		backlog_sent(s, c, ed);
 	uint64_t rx;
 	if (!s->hold || !probe_props__find_u64(ed->properties, PROBE_STAMP_KEY, &rx))
 		return MOSQ_ERR_SUCCESS; /* not stamped when it came in */
 	uint64_t tx = clock_ns(CLOCK_REALTIME);
 	uint64_t hold = tx > rx ? tx - rx : 0;
 	probe_metrics__observe_hold(&s->metrics, hold);
-	if (s->slow_on) {
-		struct probe_client *c;
-		HASH_FIND_PTR(s->clients, &ed->client, c);
-		if (c) {
-			if (hold > c->window.max_ns)
-				c->window.max_ns = hold;
-			c->window.sum_ns += hold;
-			c->window.deliveries++;
-		}
+	if (s->slow_on && c) {
+		if (hold > c->window.max_ns)
+			c->window.max_ns = hold;
+		c->window.sum_ns += hold;
+		c->window.deliveries++;
 	}
 	if (s->cfg.tx_stamp && mosquitto_client_protocol_version(ed->client) == 5) {
 		char value[24];
@@ -345,9 +427,11 @@ int probe_events__acl_check(int event, void *event_data, void *userdata)
 	struct probe_state *s = userdata;
 	if (foreign_thread(s))
 		return MOSQ_ERR_PLUGIN_DEFER;
-	if (ed->access == MOSQ_ACL_READ)
+	if (ed->access == MOSQ_ACL_READ) {
 		probe_fanout__read(&s->fanout, &s->metrics, ed->payload);
-	else if (ed->access == MOSQ_ACL_SUBSCRIBE)
+		if (s->backlog_on)
+			backlog_routed(s, ed);
+	} else if (ed->access == MOSQ_ACL_SUBSCRIBE)
 		probe_add(&s->metrics.subscribe_checks[0], 1);
 	else if (ed->access == MOSQ_ACL_UNSUBSCRIBE)
 		probe_add(&s->metrics.subscribe_checks[1], 1);
@@ -384,6 +468,19 @@ void probe_events__publish_sys(struct probe_state *s)
 	probe_buf__free(&json);
 }
 
+void probe_events__id_key(struct probe_state *s)
+{
+	struct probe_slow *slow = &s->slow;
+	if (s->id_key_drawn)
+		return;
+	s->id_key_drawn = true;
+	if (getrandom(slow->id_key, sizeof slow->id_key, 0) != sizeof slow->id_key) {
+		/* no kernel randomness: a key nobody outside this process can know, if weaker */
+		slow->id_key[0] = clock_ns(CLOCK_REALTIME) ^ (uint64_t)(uintptr_t)slow;
+		slow->id_key[1] = clock_ns(CLOCK_MONOTONIC) ^ ((uint64_t)getpid() << 32);
+	}
+}
+
 void probe_events__slow_start(struct probe_state *s)
 {
 	struct probe_slow *slow = &s->slow;
@@ -394,16 +491,69 @@ void probe_events__slow_start(struct probe_state *s)
 	slow->window_s = s->cfg.slow_window_s;
 	char why[256];
 	slow->hide_ids = !probe_options__show_client_ids(&s->cfg, why, sizeof why);
-	if (slow->hide_ids && getrandom(slow->id_key, sizeof slow->id_key, 0) != sizeof slow->id_key) {
-		/* no kernel randomness: a key nobody outside this process can know, if weaker */
-		slow->id_key[0] = clock_ns(CLOCK_REALTIME) ^ (uint64_t)(uintptr_t)slow;
-		slow->id_key[1] = clock_ns(CLOCK_MONOTONIC) ^ ((uint64_t)getpid() << 32);
-	}
+	probe_events__id_key(s);
 	pthread_mutex_init(&slow->lock, NULL);
 	s->slow_next_ns = clock_ns(CLOCK_MONOTONIC_COARSE) + (uint64_t)slow->window_s * 1000000000ULL;
 	s->slow_on = true;
 	/* s->metrics.slow already points here: the caller sets it before the HTTP thread starts */
 	atomic_store(&slow->enabled, true);
+}
+
+void probe_events__backlog_start(struct probe_state *s)
+{
+	struct probe_backlog *b = &s->backlog;
+	if (!s->events21 || !s->cfg.observe_auth || s->cfg.backlog_top == 0 || s->backlog_on)
+		return;
+	b->top = s->cfg.backlog_top;
+	b->threshold = s->cfg.backlog_threshold;
+	b->window_s = s->cfg.slow_window_s;
+	struct probe_queue_limits q;
+	char conf[PATH_MAX];
+	bool read = probe_conf__path(conf, sizeof conf) && probe_conf__queue_limits(conf, &q) == 0;
+	if (!read)
+		probe_conf__queue_limits("/nonexistent", &q); /* mosquitto's defaults */
+	b->limit = q.max_queued_messages == 0 && q.max_queued_bytes == 0
+	    ? 0
+	    : (uint64_t)(q.max_queued_messages > 0 ? q.max_queued_messages : 0)
+	        + (uint64_t)(q.max_inflight_messages > 0 ? q.max_inflight_messages : 0);
+	snprintf(b->limit_from, sizeof b->limit_from,
+	    "max_queued_messages %ld + max_inflight_messages %ld%s%s", q.max_queued_messages,
+	    q.max_inflight_messages,
+	    !read         ? " (mosquitto's defaults: its configuration file could not be read)"
+	        : q.found ? " (its configuration)"
+	                  : " (mosquitto's defaults: not set in its configuration)",
+	    q.max_queued_bytes ? "; max_queued_bytes is set and not modelled" : "");
+	char why[256];
+	b->hide_ids = !probe_options__show_client_ids(&s->cfg, why, sizeof why);
+	probe_events__id_key(s);
+	b->id_key = s->slow.id_key;
+	pthread_mutex_init(&b->lock, NULL);
+	s->backlog_next_ns = clock_ns(CLOCK_MONOTONIC_COARSE) + (uint64_t)b->window_s * 1000000000ULL;
+	s->backlog_on = true;
+	atomic_store(&b->enabled, true);
+}
+
+static void backlog_tick(struct probe_state *s, uint64_t now)
+{
+	if (now >= s->backlog_next_ns) {
+		struct probe_backlog_view *v = &s->backlog_building;
+		for (struct probe_client *c = s->clients; c; c = c->hh.next) {
+			if (c->offline_id)
+				continue;
+			backlog_settle(s, c);
+			struct probe_backlog_stats st;
+			backlog_stats(c, &st);
+			if (st.queued || st.dropped || st.unsent)
+				probe_backlog__rank(v, &s->backlog, mosquitto_client_id(c->client), &st);
+			c->bl.dropped_window = 0;
+		}
+		s->backlog_pending = *v;
+		memset(v, 0, sizeof *v);
+		s->backlog_unpublished = true;
+		s->backlog_next_ns = now + (uint64_t)s->backlog.window_s * 1000000000ULL;
+	}
+	if (s->backlog_unpublished && probe_backlog__publish(&s->backlog, &s->backlog_pending))
+		s->backlog_unpublished = false;
 }
 
 /* A window ended: rank every connected client's (those that left during it are ranked already),
@@ -442,6 +592,8 @@ int probe_events__tick(int event, void *event_data, void *userdata)
 		probe_fanout__tick(&s->fanout, &s->metrics, now, PROBE_QOS2_TTL_NS);
 	if (s->slow_on)
 		slow_tick(s, now);
+	if (s->backlog_on)
+		backlog_tick(s, now);
 	if (s->cfg.sys_interval_s && now >= s->next_sys_ns) {
 		probe_events__publish_sys(s);
 		s->next_sys_ns = now + (uint64_t)s->cfg.sys_interval_s * 1000000000ULL;
@@ -459,5 +611,10 @@ void probe_events__clear(struct probe_state *s)
 		atomic_store(&s->slow.enabled, false);
 		pthread_mutex_destroy(&s->slow.lock);
 		s->slow_on = false;
+	}
+	if (s->backlog_on) {
+		atomic_store(&s->backlog.enabled, false);
+		pthread_mutex_destroy(&s->backlog.lock);
+		s->backlog_on = false;
 	}
 }

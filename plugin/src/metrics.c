@@ -164,6 +164,14 @@ void probe_metrics__render_prometheus(const struct probe_metrics *m, const struc
 		    true);
 
 	probe_slow__render_prometheus(m->slow, b);
+	if (m->backlog && atomic_load(&m->backlog->enabled)) {
+		header(b, "mosquitto_dropped_messages_total", "counter",
+		    "Messages the broker dropped for connected clients, by reason, as the probe estimates "
+		    "them (queue_full: routed, not sent, and the client's queue at the broker's limit).");
+		probe_buf__printf(b, "mosquitto_dropped_messages_total{reason=\"queue_full\"} %llu\n",
+		    (unsigned long long)probe_get(&m->dropped_queue_full));
+		probe_backlog__render_prometheus(m->backlog, b);
+	}
 	render_web(m->web, b);
 
 	header(b, "mosquitto_messages_received_total", "counter",
@@ -323,6 +331,10 @@ void probe_metrics__render_json(const struct probe_metrics *m, const struct prob
 		    b, ",\"hold_ns_sum\":%llu", (unsigned long long)probe_get(&m->hold_sum_ns));
 	}
 	probe_slow__render_json(m->slow, b);
+	if (m->backlog && atomic_load(&m->backlog->enabled))
+		probe_buf__printf(b, ",\"dropped\":{\"queue_full\":%llu}",
+		    (unsigned long long)probe_get(&m->dropped_queue_full));
+	probe_backlog__render_json(m->backlog, b);
 	if (observe_auth || atomic_load(&m->connect_events))
 		probe_buf__printf(b, ",\"connects\":%llu,\"connected\":%llu",
 		    (unsigned long long)probe_get(&m->connects),

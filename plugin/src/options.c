@@ -124,7 +124,9 @@ int probe_options__parse(
 		.stamp_every = 1,
 		.slow_top = 10,
 		.slow_threshold_ms = 10,
-		.slow_window_s = 10 };
+		.slow_window_s = 10,
+		.backlog_top = 10,
+		.backlog_threshold = 100 };
 	parse_listen(PROBE_DEFAULT_HTTP, cfg);
 	for (int i = 0; i < count; i++) {
 		const char *k = opts[i].key, *v = opts[i].value ? opts[i].value : "";
@@ -182,6 +184,18 @@ int probe_options__parse(
 				cfg->client_ids = shown ? PROBE_IDS_SHOWN : PROBE_IDS_HASHED;
 			else
 				expect = "true, false or auto";
+		} else if (strcmp(k, "backlog_top") == 0) {
+			unsigned long n;
+			if (parse_uint(v, PROBE_SLOW_TOP_MAX, &n) != 0)
+				expect = "a whole number from 0 (off) to 100";
+			else
+				cfg->backlog_top = (unsigned)n;
+		} else if (strcmp(k, "backlog_threshold") == 0) {
+			unsigned long n;
+			if (parse_uint(v, 100000000, &n) != 0 || n == 0)
+				expect = "a whole number of messages from 1 to 100000000";
+			else
+				cfg->backlog_threshold = (unsigned)n;
 		} else if (strcmp(k, "web_config") == 0) {
 			if (!*v || strlen(v) >= sizeof cfg->web_config)
 				expect = "the path of a web configuration file (exporter-toolkit format)";
@@ -197,7 +211,8 @@ int probe_options__parse(
 			snprintf(err, errlen,
 			    "unknown option plugin_opt_%s (known: http_listen, sys_interval, "
 			    "observe_auth, stamp, stamp_every, stamp_topic, tx_stamp, slow_top, "
-			    "slow_threshold_ms, slow_window, expose_client_ids, web_config)",
+			    "slow_threshold_ms, slow_window, expose_client_ids, web_config, backlog_top, "
+			    "backlog_threshold)",
 			    k);
 			return -1;
 		}

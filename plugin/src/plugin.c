@@ -90,7 +90,8 @@ static bool same_config(const struct probe_config *a, const struct probe_config 
 	    && memcmp(a->stamp_topic, b->stamp_topic, sizeof a->stamp_topic) == 0
 	    && a->tx_stamp == b->tx_stamp && a->slow_top == b->slow_top
 	    && a->slow_threshold_ms == b->slow_threshold_ms && a->slow_window_s == b->slow_window_s
-	    && a->client_ids == b->client_ids && strcmp(a->web_config, b->web_config) == 0;
+	    && a->client_ids == b->client_ids && strcmp(a->web_config, b->web_config) == 0
+	    && a->backlog_top == b->backlog_top && a->backlog_threshold == b->backlog_threshold;
 }
 
 PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **userdata,
@@ -116,7 +117,8 @@ PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void *
 		/* The broker calls every event on this thread; 2.1's HTTP API calls the auth chain
 		 * from its own, and the probe must not count (or touch anything) there. */
 		state.broker_thread = pthread_self();
-		state.metrics.slow = &state.slow; /* read only once slow.enabled is set */
+		state.metrics.slow = &state.slow;       /* read only once slow.enabled is set */
+		state.metrics.backlog = &state.backlog; /* likewise backlog.enabled */
 		state.broker_thread_known = true;
 		char conf[PATH_MAX];
 		bool given = false;
@@ -219,6 +221,7 @@ PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void *
 		atomic_store(&state.metrics.connect_events, true);
 	}
 	probe_events__slow_start(&state);
+	probe_events__backlog_start(&state);
 	state.refs++;
 	*userdata = inst;
 
@@ -247,6 +250,13 @@ PROBE_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void *
 		        : "mqtt_probe: the slowest subscribers are named by their client ids: %s",
 		    why);
 	}
+	if (state.backlog_on)
+		mosquitto_log_printf(MOSQ_LOG_NOTICE,
+		    "mqtt_probe: clients falling behind: the %u with the largest queues (at least %u "
+		    "messages, or a drop) each %u s, named %s; queue limit %llu from %s",
+		    state.backlog.top, (unsigned)state.backlog.threshold, state.backlog.window_s,
+		    state.backlog.hide_ids ? "by keyed hashes (h:...)" : "by client id",
+		    (unsigned long long)state.backlog.limit, state.backlog.limit_from);
 	if (state.cfg.observe_auth)
 		mosquitto_log_printf(MOSQ_LOG_WARNING,
 		    "mqtt_probe: observe_auth is ON: the probe answers DEFER to every authentication and "

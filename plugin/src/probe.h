@@ -47,6 +47,9 @@ struct probe_config {
 	unsigned slow_top; /* K; 0: off */
 	unsigned slow_threshold_ms;
 	unsigned slow_window_s;
+	/* mosquitto 2.1 with observe_auth: the clients falling behind, their queues and drops */
+	unsigned backlog_top;       /* K; 0: off */
+	unsigned backlog_threshold; /* queued messages that list a client (or a drop in the window) */
 	/* client ids in the slow subscribers' labels: shown, or as keyed hashes (options.c) */
 	enum probe_ids { PROBE_IDS_AUTO, PROBE_IDS_SHOWN, PROBE_IDS_HASHED } client_ids;
 	char web_config[PATH_MAX]; /* "": none (plain HTTP, nobody asked for credentials) */
@@ -141,6 +144,53 @@ void probe_slow__render_prometheus(struct probe_slow *slow, struct probe_buf *ou
 /** The same as a ,"slow_subscribers":{...} member of the JSON document. */
 void probe_slow__render_json(struct probe_slow *slow, struct probe_buf *out);
 
+/* --- clients falling behind (mosquitto 2.1 with observe_auth) -------------------------------
+ * Per connected client: the messages routed to it (the ACL READ check the broker makes before it
+ * queues or drops one for a subscriber) and those sent (MESSAGE_OUT). A message routed and not
+ * sent at once was queued or dropped: queued while the client's queue is below the broker's
+ * limit (max_queued_messages + the client's in-flight maximum, read from its configuration file),
+ * else dropped; a QoS 0 message is never queued. Ranked each window like the slow subscribers. */
+
+struct probe_backlog_stats {
+	uint64_t queued, queued_bytes; /* now (an estimate: the broker's limit as configured) */
+	uint64_t dropped;              /* since it connected, queue full (the same estimate) */
+	uint64_t dropped_window;       /* of them in the last window */
+	uint64_t unsent;               /* routed and not sent since it connected: queued + dropped */
+};
+
+struct probe_backlog_entry {
+	char client_id[PROBE_SLOW_ID_MAX + 1];
+	struct probe_backlog_stats stats;
+};
+
+struct probe_backlog_view {
+	uint64_t over; /* clients at or over the threshold, or that dropped in the window */
+	unsigned n;    /* of them, listed in top, the largest backlog first */
+	struct probe_backlog_stats rest;
+	struct probe_backlog_entry top[PROBE_SLOW_TOP_MAX];
+};
+
+struct probe_backlog {
+	atomic_bool enabled;
+	unsigned top;
+	uint64_t threshold;
+	unsigned window_s;
+	uint64_t limit;       /* queued messages a client may have; 0: no limit */
+	char limit_from[160]; /* where limit came from, for the log and README */
+	bool hide_ids;        /* as the slow subscribers (probe_slow.hide_ids) */
+	const uint64_t *id_key;
+	pthread_mutex_t lock;
+	struct probe_backlog_view view;
+};
+
+/** Rank one client's figures into view (which starts zeroed) by backlog's K and threshold. */
+void probe_backlog__rank(struct probe_backlog_view *view, const struct probe_backlog *b,
+    const char *client_id, const struct probe_backlog_stats *stats);
+/** Hand view to the readers if the lock is free now. Returns false if it was not. */
+bool probe_backlog__publish(struct probe_backlog *b, const struct probe_backlog_view *view);
+void probe_backlog__render_prometheus(struct probe_backlog *b, struct probe_buf *out);
+void probe_backlog__render_json(struct probe_backlog *b, struct probe_buf *out);
+
 /* Why a connection ended, as mosquitto 2.1 reports it in DISCONNECT and CLIENT_OFFLINE (2.0
  * passes no reason). A small fixed set: a label value per broker error code would not be. */
 enum probe_reason {
@@ -187,8 +237,10 @@ struct probe_metrics {
 	probe_counter subscribe_checks[2]; /* [0] SUBSCRIBE, [1] UNSUBSCRIBE filters checked */
 	probe_counter fanout_buckets[PROBE_FANOUT_BUCKETS];
 	probe_counter fanout_sum;
-	struct probe_slow *slow;     /* NULL or not enabled: no slow-subscriber figures */
-	struct probe_web_stats *web; /* NULL or not enabled: no web_config */
+	struct probe_slow *slow;          /* NULL or not enabled: no slow-subscriber figures */
+	struct probe_web_stats *web;      /* NULL or not enabled: no web_config */
+	struct probe_backlog *backlog;    /* NULL or not enabled: no backlog figures */
+	probe_counter dropped_queue_full; /* the backlog's estimate, every client */
 };
 
 /* Single writer (the broker thread): a relaxed load and store, no locked instruction. */
@@ -410,6 +462,15 @@ struct probe_listener {
  */
 int probe_conf__read(
     const char *path, struct probe_listener *out, int max, struct probe_conf_line *option);
+/** The broker's queue limits as its configuration sets them (mosquitto's defaults otherwise). */
+struct probe_queue_limits {
+	long max_queued_messages;   /* default 1000; 0: no limit (with max_queued_bytes 0) */
+	long max_inflight_messages; /* default 20: MQTT 3.x clients' in-flight maximum */
+	long max_queued_bytes;      /* default 0 */
+	bool found;                 /* any of them set in the file */
+};
+/** Read them from the configuration at path (its include_dir files too). -1: unreadable. */
+int probe_conf__queue_limits(const char *path, struct probe_queue_limits *out);
 /** The configuration file this process was started with (-c FILE), from /proc/self/cmdline. */
 bool probe_conf__path(char *buf, size_t len);
 /** Whether a listener would want the probe's numeric host and port. */
@@ -445,8 +506,15 @@ struct probe_state {
 	struct probe_slow_view slow_building; /* this window: the clients that left during it */
 	struct probe_slow_view slow_pending;  /* the last window, until the readers have it */
 	bool slow_unpublished;
-	uint64_t slow_next_ns;   /* when the window ends (CLOCK_MONOTONIC_COARSE) */
-	bool slow_on;            /* 2.1, the stamp, the client set and slow_top > 0 */
+	uint64_t slow_next_ns; /* when the window ends (CLOCK_MONOTONIC_COARSE) */
+	bool slow_on;          /* 2.1, the stamp, the client set and slow_top > 0 */
+	struct probe_backlog backlog;
+	struct probe_backlog_view backlog_building; /* this window: the clients that left during it */
+	struct probe_backlog_view backlog_pending;
+	bool backlog_unpublished;
+	uint64_t backlog_next_ns;
+	bool backlog_on;   /* 2.1 (MESSAGE_OUT, the client set), observe_auth and backlog_top > 0 */
+	bool id_key_drawn; /* slow.id_key: the key of hidden client ids, for both lists */
 	pthread_t broker_thread; /* the thread that loaded the probe: the broker's */
 	bool broker_thread_known;
 };
@@ -474,6 +542,12 @@ void probe_events__publish_sys(struct probe_state *s);
 
 /** Start ranking slow subscribers (at load). s->metrics.slow must already point to s->slow. */
 void probe_events__slow_start(struct probe_state *s);
+
+/** Draw the key hidden client ids are hashed with, once (slow.id_key). */
+void probe_events__id_key(struct probe_state *s);
+
+/** Start tracking the clients' backlogs (at load). s->metrics.backlog must point to s->backlog. */
+void probe_events__backlog_start(struct probe_state *s);
 
 /** Forget the connected-client set. */
 void probe_events__clear(struct probe_state *s);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * slow.c - the slowest subscribers of a window, and their two renderings.
+ * slow.c - the slowest subscribers of a window and the clients furthest behind, and their two
+ * renderings.
  *
  * The broker thread ranks (probe_slow__rank) and publishes (probe_slow__publish, a trylock: it
  * never waits); the HTTP thread and the $SYS document render the published view under the lock.
@@ -212,4 +213,145 @@ void probe_slow__render_json(struct probe_slow *slow, struct probe_buf *b)
 	probe_buf__printf(b, "],\"rest\":{\"hold_max_seconds\":%.9f,\"deliveries\":%llu}}",
 	    seconds(v->rest.max_ns), (unsigned long long)v->rest.deliveries);
 	pthread_mutex_unlock(&slow->lock);
+}
+
+/* --- clients falling behind ------------------------------------------------------------- */
+
+static void backlog_merge(struct probe_backlog_stats *into, const struct probe_backlog_stats *s)
+{
+	into->queued += s->queued;
+	into->queued_bytes += s->queued_bytes;
+	into->dropped += s->dropped;
+	into->dropped_window += s->dropped_window;
+	into->unsent += s->unsent;
+}
+
+/* Larger first: the queue, then the drops of the window. */
+static bool behind(const struct probe_backlog_stats *a, const struct probe_backlog_stats *b)
+{
+	return a->queued != b->queued ? a->queued > b->queued : a->dropped_window > b->dropped_window;
+}
+
+void probe_backlog__rank(struct probe_backlog_view *view, const struct probe_backlog *b,
+    const char *client_id, const struct probe_backlog_stats *stats)
+{
+	if (stats->queued < b->threshold && stats->dropped_window == 0) {
+		backlog_merge(&view->rest, stats);
+		return;
+	}
+	view->over++;
+	unsigned at = view->n;
+	while (at > 0 && behind(stats, &view->top[at - 1].stats))
+		at--;
+	if (at == b->top) {
+		backlog_merge(&view->rest, stats);
+		return;
+	}
+	if (view->n == b->top)
+		backlog_merge(&view->rest, &view->top[--view->n].stats);
+	memmove(&view->top[at + 1], &view->top[at], (view->n - at) * sizeof view->top[0]);
+	if (b->hide_ids)
+		hashed_id(view->top[at].client_id, b->id_key, client_id ? client_id : "");
+	else
+		copy_id(view->top[at].client_id, client_id ? client_id : "");
+	view->top[at].stats = *stats;
+	view->n++;
+}
+
+bool probe_backlog__publish(struct probe_backlog *b, const struct probe_backlog_view *view)
+{
+	if (pthread_mutex_trylock(&b->lock) != 0)
+		return false;
+	b->view.over = view->over;
+	b->view.n = view->n;
+	b->view.rest = view->rest;
+	memcpy(b->view.top, view->top, view->n * sizeof view->top[0]);
+	pthread_mutex_unlock(&b->lock);
+	return true;
+}
+
+enum { BL_QUEUED, BL_QUEUED_BYTES, BL_DROPPED, BL_UNSENT };
+
+static uint64_t backlog_value(const struct probe_backlog_stats *s, int what)
+{
+	return what == BL_QUEUED      ? s->queued
+	    : what == BL_QUEUED_BYTES ? s->queued_bytes
+	    : what == BL_DROPPED      ? s->dropped
+	                              : s->unsent;
+}
+
+static void backlog_family(struct probe_buf *b, const struct probe_backlog_view *v,
+    const char *name, const char *help, int what)
+{
+	probe_buf__printf(b, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+	for (unsigned i = 0; i < v->n; i++) {
+		probe_buf__printf(b, "%s{client_id=\"", name);
+		label_value(b, v->top[i].client_id);
+		probe_buf__printf(b, "\"%s} %llu\n", what == BL_DROPPED ? ",reason=\"queue_full\"" : "",
+		    (unsigned long long)backlog_value(&v->top[i].stats, what));
+	}
+}
+
+void probe_backlog__render_prometheus(struct probe_backlog *bl, struct probe_buf *b)
+{
+	if (!bl || !atomic_load(&bl->enabled))
+		return;
+	pthread_mutex_lock(&bl->lock);
+	const struct probe_backlog_view *v = &bl->view;
+	gauge(b, "mosquitto_backlog_queue_limit_messages",
+	    "The queue a client may have before the broker drops for it, as the probe reads the "
+	    "broker's configuration: max_queued_messages plus max_inflight_messages (0: no limit).",
+	    "%llu", (unsigned long long)bl->limit);
+	gauge(b, "mosquitto_backlog_clients",
+	    "Connected clients with at least plugin_opt_backlog_threshold messages queued, or a "
+	    "message dropped for them, in the last window (plugin_opt_slow_window), listed or not.",
+	    "%llu", (unsigned long long)v->over);
+	backlog_family(b, v, "mosquitto_client_queued_messages",
+	    "The K clients furthest behind (plugin_opt_backlog_top): messages queued for each "
+	    "(estimated from routed, sent and the broker's queue limit).",
+	    BL_QUEUED);
+	backlog_family(b, v, "mosquitto_client_queued_bytes",
+	    "The same clients: payload bytes of the messages queued for each (estimated).",
+	    BL_QUEUED_BYTES);
+	backlog_family(b, v, "mosquitto_client_dropped_messages",
+	    "The same clients: messages dropped for each since it connected, by reason (queue_full: "
+	    "estimated; expiry and size limits are not visible to plugins).",
+	    BL_DROPPED);
+	backlog_family(b, v, "mosquitto_client_unsent_messages",
+	    "The same clients: messages routed to each and not sent since it connected (queued plus "
+	    "dropped: counted, not estimated).",
+	    BL_UNSENT);
+	gauge(b, "mosquitto_backlog_rest_queued_messages",
+	    "Every other connected client, together: messages queued (estimated).", "%llu",
+	    (unsigned long long)v->rest.queued);
+	gauge(b, "mosquitto_backlog_rest_dropped_messages",
+	    "Every other connected client, together: messages dropped since each connected.", "%llu",
+	    (unsigned long long)v->rest.dropped);
+	pthread_mutex_unlock(&bl->lock);
+}
+
+void probe_backlog__render_json(struct probe_backlog *bl, struct probe_buf *b)
+{
+	if (!bl || !atomic_load(&bl->enabled))
+		return;
+	pthread_mutex_lock(&bl->lock);
+	const struct probe_backlog_view *v = &bl->view;
+	probe_buf__printf(b,
+	    ",\"backlog\":{\"window_seconds\":%u,\"threshold_messages\":%llu,"
+	    "\"queue_limit_messages\":%llu,\"clients\":%llu,\"top\":[",
+	    bl->window_s, (unsigned long long)bl->threshold, (unsigned long long)bl->limit,
+	    (unsigned long long)v->over);
+	for (unsigned i = 0; i < v->n; i++) {
+		const struct probe_backlog_stats *s = &v->top[i].stats;
+		probe_buf__printf(b, "%s{\"client_id\":\"", i ? "," : "");
+		json_string(b, v->top[i].client_id);
+		probe_buf__printf(b,
+		    "\",\"queued_messages\":%llu,\"queued_bytes\":%llu,\"dropped\":{\"queue_full\":%llu},"
+		    "\"unsent_messages\":%llu}",
+		    (unsigned long long)s->queued, (unsigned long long)s->queued_bytes,
+		    (unsigned long long)s->dropped, (unsigned long long)s->unsent);
+	}
+	probe_buf__printf(b, "],\"rest\":{\"queued_messages\":%llu,\"dropped\":{\"queue_full\":%llu}}}",
+	    (unsigned long long)v->rest.queued, (unsigned long long)v->rest.dropped);
+	pthread_mutex_unlock(&bl->lock);
 }
