@@ -38,7 +38,7 @@ else
   grep -q '^version:' "$src/docker-compose.yml" && fail "docker-compose.yml has the obsolete version: key"
   for extra in deploy/docker/compose.offline.yml deploy/docker/secure/compose.secure.yml \
                deploy/docker/compose.two-nodes.yml; do
-    (cd "$src" && MQP_GATEWAY_PASSWORD=x MQP_DEVICE_PASSWORD=x MQP_BENCH_PASSWORD=x MQP_HEALTH_PASSWORD=x \
+    (cd "$src" && MQP_GATEWAY_PASSWORD=x MQP_DEVICE_PASSWORD=x MQP_BENCH_PASSWORD=x MQP_HEALTH_PASSWORD=x MQP_METRICS_PASSWORD=x \
       docker-compose -f docker-compose.yml -f "$extra" --profile bench config -q 2>"$tmp/err") \
       && pass "docker-compose config with $extra" || fail "docker-compose config with $extra: $(cat "$tmp/err")"
   done

@@ -270,6 +270,9 @@ static const struct mode modes[] = {
 	{ "counters+stamp", { NULL }, false, false, 6, 0.94 }, /* the default */
 	{ "counters+stamp 1 in 100", { "stamp_every=100", NULL }, false, false, -1, 0 },
 	{ "counters+stamp+observe_auth", { "observe_auth=true", NULL }, false, false, 6, 0 },
+	/* on 2.1 observe_auth also tracks each client's backlog: the same without it */
+	{ "counters+stamp+observe_auth, no backlog", { "observe_auth=true", "backlog_top=0", NULL },
+	    false, true, -1, 0 },
 	{ "counters+stamp+tx_stamp", { "tx_stamp=true", NULL }, false, true, -1, 0 },
 };
 enum { NMODES = sizeof modes / sizeof modes[0] };

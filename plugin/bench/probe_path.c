@@ -70,13 +70,14 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-enum kind { MESSAGE, MESSAGE_READ, MESSAGE_OUT, TICK };
+enum kind { MESSAGE, MESSAGE_READ, MESSAGE_OUT, ROUTE_OUT, TICK };
 
 struct path_case {
 	const char *name;
 	enum kind kind;
 	struct probe_config cfg;
 	bool hold;
+	bool backlog; /* 2.1 with observe_auth: the client's backlog tracked (one connected client) */
 };
 
 static double run(const struct path_case *c, long calls)
@@ -85,6 +86,19 @@ static double run(const struct path_case *c, long calls)
 	memset(&s, 0, sizeof s);
 	s.cfg = c->cfg;
 	s.hold = c->hold;
+	static char client_storage[64]; /* the broker's struct mosquitto, by its address only */
+	struct mosquitto *client = (struct mosquitto *)(void *)client_storage;
+	if (c->kind == ROUTE_OUT) { /* 2.1: the client in the set, as its CONNECT puts it there */
+		s.events21 = true;
+		struct {
+			void *future;
+			struct mosquitto *client;
+			int reason;
+		} connect = { NULL, client, 0 };
+		probe_events__connect(PROBE_EVT_CONNECT, &connect, &s);
+		s.backlog_on = c->backlog;
+		s.backlog.limit = 1020;
+	}
 	char topic[] = "bench/flood", payload[16] = "0123456789abcde";
 	char rx[24];
 	probe_u64_to_dec(1796300000000000000ULL, rx);
@@ -108,6 +122,19 @@ static double run(const struct path_case *c, long calls)
 				ed.properties = (mosquitto_property *)&first;
 				probe_events__message_out(PROBE_EVT_MESSAGE_OUT, &ed, &s);
 				break;
+			case ROUTE_OUT: { /* a READ check for the client, then its delivery at once */
+				struct mosquitto_evt_acl_check acl = { .client = client,
+					.payload = payload,
+					.payloadlen = 16,
+					.qos = 1,
+					.access = MOSQ_ACL_READ,
+					.topic = topic };
+				probe_events__acl_check(MOSQ_EVT_ACL_CHECK, &acl, &s);
+				ed.client = client;
+				ed.properties = (mosquitto_property *)&first;
+				probe_events__message_out(PROBE_EVT_MESSAGE_OUT, &ed, &s);
+				break;
+			}
 			case TICK: {
 				struct mosquitto_evt_tick tick = { 0 };
 				probe_events__tick(MOSQ_EVT_TICK, &tick, &s);
@@ -141,19 +168,23 @@ int main(int argc, char **argv)
 	long calls = (long)calls_u;
 	probe_props__set_api(&fake_props_api);
 	struct path_case cases[] = {
-		{ "MESSAGE, counters only (stamp=false)", MESSAGE, { .stamp_every = 1 }, false },
+		{ "MESSAGE, counters only (stamp=false)", MESSAGE, { .stamp_every = 1 }, false, false },
 		{ "MESSAGE, counters + stamp (default)", MESSAGE, { .stamp = true, .stamp_every = 1 },
-		    false },
-		{ "MESSAGE, stamp 1 in 100", MESSAGE, { .stamp = true, .stamp_every = 100 }, false },
+		    false, false },
+		{ "MESSAGE, stamp 1 in 100", MESSAGE, { .stamp = true, .stamp_every = 100 }, false, false },
 		{ "MESSAGE, stamp_topic not matching", MESSAGE,
-		    { .stamp = true, .stamp_every = 1, .stamp_topics = 1 }, false },
+		    { .stamp = true, .stamp_every = 1, .stamp_topics = 1 }, false, false },
 		{ "MESSAGE + 1 READ check, observe_auth", MESSAGE_READ,
-		    { .stamp = true, .stamp_every = 1, .observe_auth = true }, false },
-		{ "MESSAGE_OUT (2.1), deliveries only", MESSAGE_OUT, { .stamp_every = 1 }, false },
+		    { .stamp = true, .stamp_every = 1, .observe_auth = true }, false, false },
+		{ "MESSAGE_OUT (2.1), deliveries only", MESSAGE_OUT, { .stamp_every = 1 }, false, false },
 		{ "MESSAGE_OUT (2.1), + time in broker", MESSAGE_OUT, { .stamp = true, .stamp_every = 1 },
+		    true, false },
+		{ "READ + MESSAGE_OUT (2.1, observe_auth)", ROUTE_OUT, { .observe_auth = true }, false,
+		    false },
+		{ "READ + MESSAGE_OUT, + the client's backlog", ROUTE_OUT, { .observe_auth = true }, false,
 		    true },
 		{ "TICK (2.0: every loop pass, ~1 per message)", TICK,
-		    { .stamp = true, .stamp_every = 1, .sys_interval_s = 10 }, false },
+		    { .stamp = true, .stamp_every = 1, .sys_interval_s = 10 }, false, false },
 	};
 	strcpy(cases[3].cfg.stamp_topic[0], "sensors/+/temperature");
 	printf(
