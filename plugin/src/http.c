@@ -496,8 +496,8 @@ static void *watch(void *arg)
 		pthread_mutex_unlock(&h->lock);
 		struct probe_web_stamp now;
 		probe_web__stamp(h->current->web, &now);
-		bool changed = memcmp(&now, &h->current->web->stamp, sizeof now) != 0
-		    && !(h->has_failed && memcmp(&now, &h->failed, sizeof now) == 0);
+		bool changed = !probe_web__same_stamp(&now, &h->current->web->stamp)
+		    && !(h->has_failed && probe_web__same_stamp(&now, &h->failed));
 		if (changed)
 			reload(h, &now);
 		pthread_mutex_lock(&h->lock);

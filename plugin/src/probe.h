@@ -398,6 +398,7 @@ void probe_web__free(struct probe_web *w);
 bool probe_web__requires_auth(const struct probe_web *w);
 /** The files' stamps now (compare with w->stamp to see a change). */
 void probe_web__stamp(const struct probe_web *w, struct probe_web_stamp *s);
+bool probe_web__same_stamp(const struct probe_web_stamp *a, const struct probe_web_stamp *b);
 /**
  * Whether user/password match a basic_auth_users entry: bcrypt (crypt_rn) and comparisons that
  * take the same time whatever matched, an unknown user included. *hash_out: the user's hash, or

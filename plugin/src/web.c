@@ -406,7 +406,7 @@ bool probe_web__requires_auth(const struct probe_web *w)
 static void stamp_one(const char *path, struct probe_web_file_stamp *s)
 {
 	struct stat st;
-	memset(s, 0, sizeof *s); /* padding too: stamps are compared with memcmp */
+	*s = (struct probe_web_file_stamp) { 0 };
 	if (!path[0])
 		return;
 	if (stat(path, &st) != 0) {
@@ -425,6 +425,17 @@ void probe_web__stamp(const struct probe_web *w, struct probe_web_stamp *s)
 	stamp_one(w->cert_file, &s->file[1]);
 	stamp_one(w->key_file, &s->file[2]);
 	stamp_one(w->client_ca_file, &s->file[3]);
+}
+
+bool probe_web__same_stamp(const struct probe_web_stamp *a, const struct probe_web_stamp *b)
+{
+	for (size_t i = 0; i < sizeof a->file / sizeof a->file[0]; i++) {
+		const struct probe_web_file_stamp *x = &a->file[i], *y = &b->file[i];
+		if (x->dev != y->dev || x->ino != y->ino || x->size != y->size
+		    || x->mtime_ns != y->mtime_ns || x->error != y->error)
+			return false;
+	}
+	return true;
 }
 
 /* Compare without leaving early: how much of a name or hash matched must not show in the time. */
