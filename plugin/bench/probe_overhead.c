@@ -260,20 +260,26 @@ struct mode {
 	const char *name;
 	const char *opts[3];
 	bool no_probe, needs21;
+	const char *plugin;  /* another plugin instead of the probe (the floor) */
 	double target_pct;   /* the target at full broker speed; < 0: none */
 	double target_ratio; /* deliveries/s against no probe, median of paired rounds; 0: none */
 };
 
 static const struct mode modes[] = {
-	{ "no probe", { NULL }, true, false, -1, 0 },
-	{ "counters", { "stamp=false", NULL }, false, false, 3, 0.97 },
-	{ "counters+stamp", { NULL }, false, false, 6, 0.94 }, /* the default */
-	{ "counters+stamp 1 in 100", { "stamp_every=100", NULL }, false, false, -1, 0 },
-	{ "counters+stamp+observe_auth", { "observe_auth=true", NULL }, false, false, 6, 0 },
+	{ "no probe", { NULL }, true, false, NULL, -1, 0 },
+	/* a plugin on MESSAGE, DISCONNECT and TICK that does nothing: what the broker's dispatch
+	 * costs before the probe does anything */
+	{ "a plugin doing nothing", { NULL }, false, false, NOOP_PLUGIN, -1, 0 },
+	{ "a plugin doing nothing, a thread waiting", { "thread=true", NULL }, false, false,
+	    NOOP_PLUGIN, -1, 0 },
+	{ "counters", { "stamp=false", NULL }, false, false, NULL, 3, 0.97 },
+	{ "counters+stamp", { NULL }, false, false, NULL, 6, 0.94 }, /* the default */
+	{ "counters+stamp 1 in 100", { "stamp_every=100", NULL }, false, false, NULL, -1, 0 },
+	{ "counters+stamp+observe_auth", { "observe_auth=true", NULL }, false, false, NULL, 6, 0 },
 	/* on 2.1 observe_auth also tracks each client's backlog: the same without it */
 	{ "counters+stamp+observe_auth, no backlog", { "observe_auth=true", "backlog_top=0", NULL },
-	    false, true, -1, 0 },
-	{ "counters+stamp+tx_stamp", { "tx_stamp=true", NULL }, false, true, -1, 0 },
+	    false, true, NULL, -1, 0 },
+	{ "counters+stamp+tx_stamp", { "tx_stamp=true", NULL }, false, true, NULL, -1, 0 },
 };
 enum { NMODES = sizeof modes / sizeof modes[0] };
 
@@ -283,6 +289,7 @@ static double measure(
 {
 	struct tb_options o = { .no_tls = true,
 		.no_probe = m->no_probe,
+		.plugin = m->plugin,
 		.plugin_opts = m->opts[0] ? m->opts : NULL,
 		.mosquitto = mosquitto_path };
 	struct tb_broker *b;

@@ -431,8 +431,8 @@ bool probe_web__same_stamp(const struct probe_web_stamp *a, const struct probe_w
 {
 	for (size_t i = 0; i < sizeof a->file / sizeof a->file[0]; i++) {
 		const struct probe_web_file_stamp *x = &a->file[i], *y = &b->file[i];
-		if (x->dev != y->dev || x->ino != y->ino || x->size != y->size
-		    || x->mtime_ns != y->mtime_ns || x->error != y->error)
+		if (x->dev != y->dev || x->ino != y->ino || x->size != y->size || x->mtime_ns != y->mtime_ns
+		    || x->error != y->error)
 			return false;
 	}
 	return true;
