@@ -391,16 +391,19 @@ int probe_events__message_out(int event, void *event_data, void *userdata)
 	probe_add(&s->metrics.deliveries, 1);
 	probe_add(&s->metrics.sent_payload_bytes, ed->payloadlen);
 	struct probe_client *c = NULL;
-	if (s->backlog_on || s->slow_on)
+	if (s->backlog_on) {
 		HASH_FIND_PTR(s->clients, &ed->client, c);
-	if (s->backlog_on && c)
-		backlog_sent(s, c, ed);
+		if (c)
+			backlog_sent(s, c, ed);
+	}
 	uint64_t rx;
 	if (!s->hold || !probe_props__find_u64(ed->properties, PROBE_STAMP_KEY, &rx))
 		return MOSQ_ERR_SUCCESS; /* not stamped when it came in */
 	uint64_t tx = clock_ns(CLOCK_REALTIME);
 	uint64_t hold = tx > rx ? tx - rx : 0;
 	probe_metrics__observe_hold(&s->metrics, hold);
+	if (s->slow_on && !s->backlog_on) /* looked up above when the backlog is tracked */
+		HASH_FIND_PTR(s->clients, &ed->client, c);
 	if (s->slow_on && c) {
 		if (hold > c->window.max_ns)
 			c->window.max_ns = hold;

@@ -3,6 +3,7 @@
 # The probe's /metrics passes `promtool check metrics`, and a real Prometheus server scrapes it.
 # Usage: prometheus_test.sh TB_RUN TB_FREE_PORT
 set -u
+. "$(dirname "$0")/prometheus.sh" # start_prometheus
 RUN=$1
 FREE_PORT=$2
 tmp=$(mktemp -d /tmp/probe-prom-test-XXXXXX)
@@ -62,15 +63,7 @@ scrape_configs:
     static_configs:
       - targets: ['127.0.0.1:$metrics_port']
 YAML
-for attempt in 1 2 3; do
-  prom_port=$("$FREE_PORT")
-  prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/data" \
-    --web.listen-address="127.0.0.1:$prom_port" >"$tmp/prometheus.log" 2>&1 &
-  prom_pid=$!
-  sleep 1
-  kill -0 $prom_pid 2>/dev/null && break
-  prom_pid=""
-done
+start_prometheus "$tmp/prometheus.yml" "$tmp" "$FREE_PORT"
 [ -n "$prom_pid" ] || fail "prometheus did not start: $(tail -5 "$tmp/prometheus.log")"
 
 query='mosquitto_messages_received_total%7Bqos%3D%221%22%2Cretain%3D%22false%22%7D'

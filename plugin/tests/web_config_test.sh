@@ -8,6 +8,7 @@
 # with tls_config and basic_auth.
 # Usage: web_config_test.sh TB_RUN TB_FREE_PORT MQTT_PROBE_PASSWD
 set -u
+. "$(dirname "$0")/prometheus.sh" # start_prometheus
 RUN=$(readlink -f "$1")
 FREE_PORT=$(readlink -f "$2")
 PASSWD=$(readlink -f "$3")
@@ -218,15 +219,7 @@ scrape_configs:
     static_configs:
       - targets: ['127.0.0.1:$port']
 YAML
-for _ in 1 2 3; do
-  prom_port=$("$FREE_PORT")
-  prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/data" \
-    --web.listen-address="127.0.0.1:$prom_port" >"$tmp/prometheus.log" 2>&1 &
-  prom_pid=$!
-  sleep 1
-  kill -0 $prom_pid 2>/dev/null && break
-  prom_pid=""
-done
+start_prometheus "$tmp/prometheus.yml" "$tmp" "$FREE_PORT"
 [ -n "$prom_pid" ] || fail "prometheus did not start: $(tail -5 "$tmp/prometheus.log")"
 scraped() {
   curl -sS --max-time 3 -G "http://127.0.0.1:$prom_port/api/v1/query" \
