@@ -114,7 +114,8 @@ static void render_web(const struct probe_web_stats *w, struct probe_buf *b)
 		    auth_failure_names[i], (unsigned long long)probe_get(&w->auth_failures[i]));
 	counter(b, "mosquitto_probe_http_rate_limited_total",
 	    "Requests answered 429 without their password checked: an address past 5 failed "
-	    "logins (one more a second), or more than 10 bcrypt checks a second in all.",
+	    "logins (one more a second), or past the bcrypt budget of all addresses together (10 at "
+	    "once, 2 a second).",
 	    probe_get(&w->rate_limited));
 	header(b, "mosquitto_probe_web_config_reloads_total", "counter",
 	    "Re-reads of the web_config after its files changed, by result (a failed one keeps the "
