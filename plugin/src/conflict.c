@@ -192,6 +192,8 @@ int probe_conf__read(
 int probe_conf__queue_limits(const char *path, struct probe_queue_limits *out)
 {
 	*out = (struct probe_queue_limits) { .max_queued_messages = 1000, .max_inflight_messages = 20 };
+	if (!path)
+		return -1;
 	struct probe_listener none;
 	struct reader r = { .out = &none, .max = 0, .limits = out };
 	return read_file(&r, path, 0);

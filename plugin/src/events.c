@@ -512,9 +512,8 @@ void probe_events__backlog_start(struct probe_state *s)
 	b->window_s = s->cfg.slow_window_s;
 	struct probe_queue_limits q;
 	char conf[PATH_MAX];
-	bool read = probe_conf__path(conf, sizeof conf) && probe_conf__queue_limits(conf, &q) == 0;
-	if (!read)
-		probe_conf__queue_limits("/nonexistent", &q); /* mosquitto's defaults */
+	bool known = probe_conf__path(conf, sizeof conf);
+	bool read = probe_conf__queue_limits(known ? conf : NULL, &q) == 0;
 	b->limit = q.max_queued_messages == 0 && q.max_queued_bytes == 0
 	    ? 0
 	    : (uint64_t)(q.max_queued_messages > 0 ? q.max_queued_messages : 0)

@@ -470,7 +470,8 @@ struct probe_queue_limits {
 	long max_queued_bytes;      /* default 0 */
 	bool found;                 /* any of them set in the file */
 };
-/** Read them from the configuration at path (its include_dir files too). -1: unreadable. */
+/** Read them from the configuration at path (its include_dir files too); mosquitto's defaults
+ *  where unset. -1 (the defaults in out): path NULL or unreadable. */
 int probe_conf__queue_limits(const char *path, struct probe_queue_limits *out);
 /** The configuration file this process was started with (-c FILE), from /proc/self/cmdline. */
 bool probe_conf__path(char *buf, size_t len);
