@@ -444,7 +444,7 @@ int probe_events__acl_check(int event, void *event_data, void *userdata)
 void probe_events__publish_sys(struct probe_state *s)
 {
 	struct probe_process proc;
-	probe_process__read(&proc);
+	probe_process__read(&proc, NULL);
 	struct probe_buf json = { 0 };
 	probe_metrics__render_json(
 	    &s->metrics, &proc, s->cfg.observe_auth, clock_ns(CLOCK_REALTIME), &json);
@@ -495,10 +495,10 @@ void probe_events__slow_start(struct probe_state *s)
 	char why[256];
 	slow->hide_ids = !probe_options__show_client_ids(&s->cfg, why, sizeof why);
 	probe_events__id_key(s);
-	pthread_mutex_init(&slow->lock, NULL);
+	probe_lock__init(&slow->lock);
 	s->slow_next_ns = clock_ns(CLOCK_MONOTONIC_COARSE) + (uint64_t)slow->window_s * 1000000000ULL;
 	s->slow_on = true;
-	/* s->metrics.slow already points here: the caller sets it before the HTTP thread starts */
+	/* s->metrics.slow already points here: the caller sets it before the HTTP process starts */
 	atomic_store(&slow->enabled, true);
 }
 
@@ -529,7 +529,7 @@ void probe_events__backlog_start(struct probe_state *s)
 	b->hide_ids = !probe_options__show_client_ids(&s->cfg, why, sizeof why);
 	probe_events__id_key(s);
 	b->id_key = s->slow.id_key;
-	pthread_mutex_init(&b->lock, NULL);
+	probe_lock__init(&b->lock);
 	s->backlog_next_ns = clock_ns(CLOCK_MONOTONIC_COARSE) + (uint64_t)b->window_s * 1000000000ULL;
 	s->backlog_on = true;
 	atomic_store(&b->enabled, true);
@@ -609,7 +609,7 @@ void probe_events__clear(struct probe_state *s)
 	 * through uthash's macros and takes the freed head for the new one. */
 	while (s->clients)
 		client_drop(s, s->clients); /* NOLINT(clang-analyzer-unix.Malloc) */
-	if (s->slow_on) {               /* the readers are gone (the HTTP thread is joined first) */
+	if (s->slow_on) {               /* the readers are gone (the HTTP process is reaped first) */
 		atomic_store(&s->slow.enabled, false);
 		pthread_mutex_destroy(&s->slow.lock);
 		s->slow_on = false;

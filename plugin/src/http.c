@@ -1,28 +1,48 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * http.c - GET /metrics on the probe's own thread (libmicrohttpd).
+ * http.c - GET /metrics from the probe's own process (libmicrohttpd).
  *
- * The thread starts with every signal blocked (the broker's handlers must run on the broker
- * thread), reads only atomics and /proc, and never calls a mosquitto_* function. The listening
- * socket is made here, so "address in use" is reported precisely at start-up.
+ * Why a process: a thread of the probe's would make the broker multi-threaded, and a
+ * multi-threaded process pays on every system call on a file (the kernel counts references once
+ * the file table is shared) and every malloc (glibc takes its locks): +360 ns a message at full
+ * speed, whatever the thread does (README: Overhead). So the broker stays single-threaded and the
+ * HTTP server runs in a child that reads the metrics from the shared mapping they live in.
  *
- * The server lives in the broker's process and must never take its file descriptors: at most
- * CONNECTION_LIMIT connections at once (more wait in the kernel's listen queue, which costs the
- * broker nothing), and each gets CONNECTION_DEADLINE_S in all, however slowly it trickles bytes
- * (libmicrohttpd's own timeout is per idle period; mqc_mhd.h keeps the deadline).
+ * The broker's side (probe_http__open, __tick, __stop; on its thread, which logs what __tick
+ * says): at load, the listening
+ * socket is made, so "address in use" stops the load precisely, and the broker's /proc
+ * directories are opened. The child is forked at the first tick, not at load: plugins load before
+ * mosquitto drops root and before it daemonises. The child reports that it serves (or why not)
+ * through a pipe within a deadline; if it dies the broker logs it and starts another (at most one
+ * every RESPAWN_S); at unload the broker stops and reaps it.
+ *
+ * The child (serve): dies with the broker's thread (PR_SET_PDEATHSIG), closes every descriptor of
+ * the broker's but the ones it needs (a client socket held open in it would outlive the broker's
+ * close), default signal dispositions, libmicrohttpd's threads, and the main thread re-reading the
+ * web config. It never calls a mosquitto_* function and ends only by a signal or _exit.
+ *
+ * The server must not be held by its clients: at most CONNECTION_LIMIT connections at once (more
+ * wait in the kernel's listen queue), and each gets CONNECTION_DEADLINE_S in all, however slowly
+ * it trickles bytes (libmicrohttpd's own timeout is per idle period; mqc_mhd.h keeps the deadline).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <microhttpd.h>
+#include <mosquitto.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +50,9 @@
 #include "probe.h"
 
 enum { CONNECTION_LIMIT = 16, CONNECTION_IDLE_S = 2, CONNECTION_DEADLINE_S = 5 };
+/* The child: says it serves within START_DEADLINE_MS; a dead one is looked for each CHECK_S and
+ * replaced at most every RESPAWN_S; at unload it gets STOP_DEADLINE_MS after SIGTERM. */
+enum { START_DEADLINE_MS = 5000, CHECK_S = 1, RESPAWN_S = 5, STOP_DEADLINE_MS = 2000 };
 
 /* Repeated failures from one address: 5 at once, then one a second; past that the address gets
  * 429 without its password being checked. And bcrypt (about 90 ms of CPU a check at cost 10, on
@@ -65,17 +88,24 @@ struct server {
 };
 
 struct probe_http {
-	const struct probe_metrics *metrics;
-	struct probe_web_stats *stats;
+	/* set at load, in the broker */
+	const struct probe_metrics *metrics; /* in the shared mapping */
+	struct probe_web_stats *stats;       /* likewise */
 	bool observe_auth;
 	bool keep_auth;
+	int listen_fd;
+	struct probe_proc_dirs broker; /* the broker's /proc/PID and /proc/PID/fd */
+	pid_t broker_pid;
+	struct probe_web *web; /* the web config read at load (NULL: plain HTTP); each child starts
+	                          with it and re-reads the file */
+	char where[96];        /* host:port, for the log */
+	/* the broker's thread only */
+	pid_t child; /* 0: none running */
+	bool started_once;
+	uint64_t next_check_ns, next_spawn_ns;
+	/* the child only */
 	struct server *current;
-	/* re-reading the web config */
-	pthread_t watcher;
-	bool watching;
-	pthread_mutex_t lock; /* stopping, and everything below */
-	pthread_cond_t wake;
-	bool stopping;
+	pthread_mutex_t lock;          /* everything below, among libmicrohttpd's threads */
 	struct probe_web_stamp failed; /* files whose read failed: not read again until they change */
 	bool has_failed;
 	/* auth: recent successes (SHA-256 of user, password and hash), failures by address */
@@ -307,7 +337,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	(void)state;
 
 	struct probe_process proc;
-	probe_process__read(&proc);
+	probe_process__read(&proc, &h->broker);
 	struct probe_buf buf = { 0 };
 	probe_metrics__render_prometheus(h->metrics, &proc, h->observe_auth, &buf);
 	if (buf.failed) {
@@ -468,7 +498,7 @@ static void reload(struct probe_http *h, const struct probe_web_stamp *now)
 		probe_web__free(web);
 		next = server_start(h, fd, old->web);
 		if (!next)
-			close(fd); /* out of memory twice: nothing serves until the broker restarts */
+			_exit(1); /* out of memory twice: the broker starts another process */
 	}
 	h->current = next;
 	if (applied) {
@@ -489,31 +519,159 @@ static void reload(struct probe_http *h, const struct probe_web_stamp *now)
 	server_stop(old, !applied && next);
 }
 
-static void *watch(void *arg)
+/* Re-read the web config's files within a second of a change (the child's main thread). */
+static _Noreturn void watch(struct probe_http *h)
 {
-	struct probe_http *h = arg;
-	pthread_mutex_lock(&h->lock);
-	while (!h->stopping) {
-		struct timespec until;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += 1;
-		pthread_cond_timedwait(&h->wake, &h->lock, &until);
-		if (h->stopping || !h->current)
-			continue; /* stopping, or a failed hand-over left nothing to watch */
-		pthread_mutex_unlock(&h->lock);
+	for (;;) {
+		nanosleep(&(struct timespec) { .tv_sec = 1 }, NULL);
 		struct probe_web_stamp now;
 		probe_web__stamp(h->current->web, &now);
 		bool changed = !probe_web__same_stamp(&now, &h->current->web->stamp)
 		    && !(h->has_failed && probe_web__same_stamp(&now, &h->failed));
 		if (changed)
 			reload(h, &now);
-		pthread_mutex_lock(&h->lock);
 	}
-	pthread_mutex_unlock(&h->lock);
-	return NULL;
 }
 
-struct probe_http *probe_http__start(const char *host, int port, const struct probe_metrics *m,
+/* Close every descriptor but those in keep (ascending). */
+static void close_others(const int *keep, size_t n)
+{
+	unsigned from = 0;
+	for (size_t i = 0; i <= n; i++) {
+		unsigned to = i < n ? (unsigned)keep[i] : ~0U; /* close [from, to) */
+		if (from < to && close_range(from, to - 1, 0) != 0) {
+			struct rlimit rl; /* kernels before 5.9 */
+			unsigned end = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < to
+			    ? (unsigned)rl.rlim_cur
+			    : to;
+			for (unsigned fd = from; fd < end; fd++)
+				close((int)fd);
+		}
+		if (i < n)
+			from = (unsigned)keep[i] + 1;
+	}
+}
+
+static void sort_ints(int *v, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+			int t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+}
+
+static void report(int fd, const char *msg)
+{
+	size_t len = strlen(msg);
+	while (len > 0) {
+		ssize_t n = write(fd, msg, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		msg += n;
+		len -= (size_t)n;
+	}
+	close(fd);
+}
+
+/* The child: serve until killed. status gets "ok" once the server listens, or why it cannot. */
+static _Noreturn void serve(struct probe_http *h, int status)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != h->broker_pid)
+		_exit(0); /* the broker went before PR_SET_PDEATHSIG took */
+	prctl(PR_SET_NAME, "mqtt_probe http");
+	/* The broker's handlers are not this process's: default, nothing blocked; SIGHUP and the
+	 * user signals go to the broker, not here (a process group's SIGHUP must not stop it). */
+	static const int dfl[] = { SIGTERM, SIGINT, SIGQUIT, SIGCHLD };
+	static const int ign[] = { SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE };
+	for (size_t i = 0; i < sizeof dfl / sizeof dfl[0]; i++)
+		signal(dfl[i], SIG_DFL);
+	for (size_t i = 0; i < sizeof ign / sizeof ign[0]; i++)
+		signal(ign[i], SIG_IGN);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* stdin, stdout and stderr stay (a sanitizer's report), the broker's sockets and files go */
+	int keep[] = { 0, 1, 2, h->listen_fd, status, h->broker.pid, h->broker.fds };
+	sort_ints(keep, sizeof keep / sizeof keep[0]);
+	close_others(keep, sizeof keep / sizeof keep[0]);
+
+	pthread_mutex_init(&h->lock, NULL);
+	h->current = server_start(h, h->listen_fd, h->web);
+	if (!h->current) {
+		char msg[160];
+		snprintf(msg, sizeof msg, "cannot start the HTTP server on %s%s", h->where,
+		    h->web && h->web->tls ? " with TLS" : "");
+		report(status, msg);
+		_exit(1);
+	}
+	report(status, "ok");
+	if (h->web)
+		watch(h);
+	for (;;)
+		pause();
+}
+
+/* Fork the child and wait (START_DEADLINE_MS at most) until it serves. Returns its pid, or -1
+ * with err set. */
+static pid_t spawn(struct probe_http *h, char *err, size_t errlen)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) != 0) {
+		snprintf(err, errlen, "cannot make a pipe: %s", strerror(errno));
+		return -1;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		serve(h, p[1]);
+	}
+	int e = errno;
+	close(p[1]);
+	if (pid < 0) {
+		close(p[0]);
+		snprintf(err, errlen, "cannot fork: %s", strerror(e));
+		return -1;
+	}
+	char msg[192] = "";
+	size_t len = 0;
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		long left = START_DEADLINE_MS - (long)((t.tv_sec - t0.tv_sec) * 1000)
+		    - (long)((t.tv_nsec - t0.tv_nsec) / 1000000);
+		struct pollfd pf = { .fd = p[0], .events = POLLIN };
+		int r = left > 0 ? poll(&pf, 1, (int)left) : 0;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			snprintf(msg, sizeof msg, "it did not start within %d ms", START_DEADLINE_MS);
+			len = 0;
+			break;
+		}
+		ssize_t n = read(p[0], msg + len, sizeof msg - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || (len += (size_t)n) == sizeof msg - 1)
+			break;
+	}
+	close(p[0]);
+	msg[len] = '\0';
+	if (strcmp(msg, "ok") == 0)
+		return pid;
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	snprintf(err, errlen, "the HTTP process: %s", msg[0] ? msg : "it exited before it served");
+	return -1;
+}
+
+struct probe_http *probe_http__open(const char *host, int port, const struct probe_metrics *m,
     bool observe_auth, struct probe_web *web, bool keep_auth, char *err, size_t errlen)
 {
 	struct probe_http *h = calloc(1, sizeof *h);
@@ -522,60 +680,96 @@ struct probe_http *probe_http__start(const char *host, int port, const struct pr
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	h->metrics = m;
-	h->stats = m->web;
-	h->observe_auth = observe_auth;
-	h->keep_auth = keep_auth;
-	pthread_mutex_init(&h->lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&h->wake, &ca);
-	pthread_condattr_destroy(&ca);
-	int fd = listen_socket(host, port, err, errlen);
-	if (fd >= 0 && !(h->current = server_start(h, fd, web))) {
-		snprintf(err, errlen, "http_listen: cannot start the HTTP server on %s:%d%s", host, port,
-		    web && web->tls ? " with TLS" : "");
-		close(fd);
+	*h = (struct probe_http) { .metrics = m,
+		.stats = m->web,
+		.observe_auth = observe_auth,
+		.keep_auth = keep_auth,
+		.web = web,
+		.broker_pid = getpid(),
+		.broker = { -1, -1 } };
+	snprintf(h->where, sizeof h->where, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+	h->listen_fd = listen_socket(host, port, err, errlen);
+	if (h->listen_fd >= 0) {
+		h->broker.pid = open("/proc/self", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		h->broker.fds = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (h->broker.pid < 0 || h->broker.fds < 0)
+			snprintf(err, errlen, "http_listen: cannot open /proc/self: %s", strerror(errno));
 	}
-	if (!h->current)
-		probe_web__free(web);
-	if (h->current && web) {
-		publish_web(h, web);
-		atomic_store(&h->stats->enabled, true);
-		sigset_t all, old;
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		h->watching = pthread_create(&h->watcher, NULL, watch, h) == 0;
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		if (!h->watching) {
-			snprintf(err, errlen, "web_config: cannot start the thread that re-reads it");
-			server_stop(h->current, false);
-			h->current = NULL;
-		}
-	}
-	if (!h->current) {
-		pthread_cond_destroy(&h->wake);
-		pthread_mutex_destroy(&h->lock);
-		free(h);
+	if (h->listen_fd < 0 || h->broker.pid < 0 || h->broker.fds < 0) {
+		probe_http__stop(h);
 		return NULL;
 	}
+	if (web) {
+		publish_web(h, web);
+		atomic_store(&h->stats->enabled, true);
+	}
 	return h;
+}
+
+int probe_http__tick(struct probe_http *h, uint64_t now_ns, char *msg, size_t len)
+{
+	if (!h || now_ns < h->next_check_ns)
+		return 0;
+	h->next_check_ns = now_ns + CHECK_S * 1000000000ULL;
+	if (h->child > 0) {
+		int st;
+		pid_t r = waitpid(h->child, &st, WNOHANG);
+		if (r == 0)
+			return 0;
+		char how[64] = "is gone";
+		if (r > 0 && WIFSIGNALED(st))
+			snprintf(how, sizeof how, "was killed by signal %d", WTERMSIG(st));
+		else if (r > 0 && WIFEXITED(st))
+			snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(st));
+		snprintf(msg, len,
+		    "mqtt_probe: the HTTP process (pid %d) %s; another serves /metrics within %d s",
+		    (int)h->child, how, RESPAWN_S);
+		h->child = 0;
+		h->next_check_ns = h->next_spawn_ns; /* the next tick after it may start one */
+		return MOSQ_LOG_WARNING;
+	}
+	if (now_ns < h->next_spawn_ns)
+		return 0;
+	h->next_spawn_ns = now_ns + RESPAWN_S * 1000000000ULL;
+	char err[256];
+	pid_t pid = spawn(h, err, sizeof err);
+	if (pid < 0) {
+		snprintf(msg, len, "mqtt_probe: Error: %s; trying again in %d s", err, RESPAWN_S);
+		return MOSQ_LOG_ERR;
+	}
+	h->child = pid;
+	bool again = h->started_once;
+	h->started_once = true;
+	snprintf(msg, len, "mqtt_probe: %s/metrics on %s%s from process %d",
+	    again ? "serving again: " : "serving ", h->where, h->web && h->web->tls ? " (TLS)" : "",
+	    (int)pid);
+	return again ? MOSQ_LOG_WARNING : MOSQ_LOG_INFO;
 }
 
 void probe_http__stop(struct probe_http *h)
 {
 	if (!h)
 		return;
-	if (h->watching) {
-		pthread_mutex_lock(&h->lock);
-		h->stopping = true;
-		pthread_cond_signal(&h->wake);
-		pthread_mutex_unlock(&h->lock);
-		pthread_join(h->watcher, NULL);
+	if (h->child > 0 && kill(h->child, SIGTERM) == 0) {
+		bool reaped = false;
+		for (int waited = 0; !reaped && waited < STOP_DEADLINE_MS; waited += 10) {
+			reaped = waitpid(h->child, NULL, WNOHANG) != 0;
+			if (!reaped)
+				nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
+		}
+		if (!reaped) {
+			kill(h->child, SIGKILL);
+			waitpid(h->child, NULL, 0);
+		}
+	} else if (h->child > 0) {
+		waitpid(h->child, NULL, WNOHANG);
 	}
-	server_stop(h->current, false);
-	pthread_cond_destroy(&h->wake);
-	pthread_mutex_destroy(&h->lock);
+	if (h->listen_fd >= 0)
+		close(h->listen_fd);
+	if (h->broker.pid >= 0)
+		close(h->broker.pid);
+	if (h->broker.fds >= 0)
+		close(h->broker.fds);
+	probe_web__free(h->web);
 	free(h);
 }

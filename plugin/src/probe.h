@@ -2,9 +2,11 @@
 /*
  * probe.h - mqtt_probe's private interfaces.
  *
- * Threads: the broker calls every event handler on its single thread, which is the only writer
- * of the metrics. The HTTP thread only reads them (atomics) and /proc; it never calls a
- * mosquitto_* function.
+ * Threads and processes: the broker calls every event handler on its single thread, which is the
+ * only writer of the metrics. They live in a shared mapping (plugin.c) that the probe's HTTP
+ * process, forked from the broker (http.c), only reads (atomics, and the two views under their
+ * process-shared locks) with the broker's /proc; it never calls a mosquitto_* function. The broker
+ * stays single-threaded: a thread of the probe's own would cost every message (README: Overhead).
  */
 #ifndef PROBE_H
 #define PROBE_H
@@ -27,6 +29,17 @@
  * mosquitto default: 1883, 8883, and 9883, where 2.1's official image puts its http_api
  * listener (README: the probe's port). */
 #define PROBE_DEFAULT_HTTP "127.0.0.1:18830"
+
+/* --- locks shared with the HTTP process ------------------------------------------------------
+ * Process-shared and robust: a lock held by an HTTP process that died is taken over (the views it
+ * guards are only read there, so they are whole). Every wait has a deadline. */
+
+/** Initialise a lock in the shared mapping. Returns 0 or an errno. */
+int probe_lock__init(pthread_mutex_t *m);
+/** Take m within timeout_ms (0: only if free now). Returns false when it could not. */
+bool probe_lock__take(pthread_mutex_t *m, unsigned timeout_ms);
+/* A reader renders a view in microseconds; longer means its holder is stopped (a debugger). */
+#define PROBE_READ_LOCK_MS 100
 
 /* --- options --------------------------------------------------------------------------- */
 
@@ -96,7 +109,7 @@ struct probe_web_stats;
  * stamped messages it was sent: constant memory a client. When a window ends the broker thread
  * ranks the clients whose longest wait reached the threshold, keeps the K slowest by name and
  * folds every other client into one "rest", and hands the result to the readers under a lock it
- * only ever tries (it never waits on the HTTP thread). */
+ * only ever tries (it never waits on the HTTP process). */
 
 #define PROBE_SLOW_TOP_MAX 100
 #define PROBE_SLOW_ID_MAX \
@@ -280,7 +293,13 @@ struct probe_process {
 };
 
 /** Read /proc/self. Safe from any thread. */
-void probe_process__read(struct probe_process *p);
+/** The broker's /proc/PID and /proc/PID/fd, opened at load: mosquitto makes itself undumpable
+ *  when it drops root, and its fd directory can then no longer be opened by its own user. */
+struct probe_proc_dirs {
+	int pid, fds;
+};
+/** The broker's figures: from /proc/self (dirs NULL: on the broker's thread) or from dirs. */
+void probe_process__read(struct probe_process *p, const struct probe_proc_dirs *dirs);
 
 /** A growable text buffer (libc malloc; never handed to the broker). */
 struct probe_buf {
@@ -409,7 +428,7 @@ bool probe_web__check_password(
 /** The user's bcrypt hash, or NULL. */
 const char *probe_web__user_hash(const struct probe_web *w, const char *user);
 
-/** What the HTTP threads count about the web config and who was turned away (atomics). */
+/** What the HTTP process counts about the web config and who was turned away (atomics). */
 enum probe_auth_failure {
 	PROBE_AUTH_NO_CREDENTIALS,    /* no or malformed Authorization header */
 	PROBE_AUTH_WRONG_CREDENTIALS, /* a user or password that does not match */
@@ -432,13 +451,17 @@ struct probe_web_stats {
 struct probe_http;
 
 /**
- * Start serving GET /metrics on host:port, over TLS and behind basic auth when web (owned from
- * now on, NULL: plain HTTP) says so; a thread then re-reads web's files when they change. With
- * keep_auth a re-read that would leave the endpoint without authentication is refused (client
- * ids are shown because of it). Returns NULL with err set (e.g. port in use).
+ * At load: listen on host:port for GET /metrics, over TLS and behind basic auth when web (owned
+ * from now on, NULL: plain HTTP) says so. Nothing serves until the first probe_http__tick. With
+ * keep_auth a re-read of web that would leave the endpoint without authentication is refused
+ * (client ids are shown because of it). Returns NULL with err set (e.g. port in use).
  */
-struct probe_http *probe_http__start(const char *host, int port, const struct probe_metrics *m,
+struct probe_http *probe_http__open(const char *host, int port, const struct probe_metrics *m,
     bool observe_auth, struct probe_web *web, bool keep_auth, char *err, size_t errlen);
+/** On the broker's ticks: start the HTTP process (the first), or another if it died. Returns 0,
+ *  or a MOSQ_LOG_* level for what msg says (for the broker's log). */
+int probe_http__tick(struct probe_http *h, uint64_t now_ns, char *msg, size_t len);
+/** Stop the HTTP process (SIGTERM, then SIGKILL after 2 s), reap it, close the socket. */
 void probe_http__stop(struct probe_http *h);
 
 /* --- the probe's address against the broker's configuration (conflict.c) ---------------- */

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * process.c - the standard Prometheus process metrics, from /proc/self.
+ * process.c - the standard Prometheus process metrics, from the broker's /proc/PID.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -25,12 +26,17 @@ static double boot_time_seconds(void)
 	return btime;
 }
 
-void probe_process__read(struct probe_process *p)
+void probe_process__read(struct probe_process *p, const struct probe_proc_dirs *dirs)
 {
 	*p = (struct probe_process) { 0 };
-	FILE *f = fopen("/proc/self/stat", "r");
-	if (!f)
+	int sfd = dirs ? openat(dirs->pid, "stat", O_RDONLY | O_CLOEXEC)
+	               : open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	FILE *f = sfd >= 0 ? fdopen(sfd, "r") : NULL;
+	if (!f) {
+		if (sfd >= 0)
+			close(sfd);
 		return;
+	}
 	char buf[1024];
 	size_t n = fread(buf, 1, sizeof buf - 1, f);
 	fclose(f);
@@ -51,12 +57,18 @@ void probe_process__read(struct probe_process *p)
 	p->start_time_seconds = boot_time_seconds() + (double)start / tick;
 	p->resident_bytes = (uint64_t)rss_pages * (uint64_t)sysconf(_SC_PAGESIZE);
 
-	DIR *d = opendir("/proc/self/fd");
+	/* A directory opened before: a duplicate shares its offset, so rewind it. */
+	int dfd = dirs ? dup(dirs->fds) : open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
 	if (d) {
+		rewinddir(d);
 		for (struct dirent *e; (e = readdir(d));)
 			p->open_fds += e->d_name[0] != '.';
 		closedir(d);
-		p->open_fds -= 1; /* the directory stream itself */
+		if (!dirs)
+			p->open_fds -= 1; /* the directory stream itself */
+	} else if (dfd >= 0) {
+		close(dfd);
 	}
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)

@@ -4,13 +4,16 @@
  * renderings.
  *
  * The broker thread ranks (probe_slow__rank) and publishes (probe_slow__publish, a trylock: it
- * never waits); the HTTP thread and the $SYS document render the published view under the lock.
+ * never waits); the HTTP process and the $SYS document render the published view under the lock
+ * (process-shared, robust, and taken with a deadline: probe_lock__*).
  * Bounded everywhere: at most PROBE_SLOW_TOP_MAX clients by name, each id at most
  * PROBE_SLOW_ID_MAX bytes, every other client folded into one "rest".
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "probe.h"
 
@@ -77,9 +80,44 @@ void probe_slow__rank(struct probe_slow_view *view, const struct probe_slow *slo
 	view->n++;
 }
 
+int probe_lock__init(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+	int rc = pthread_mutexattr_init(&a);
+	if (rc == 0)
+		rc = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	if (rc == 0)
+		rc = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	if (rc == 0)
+		rc = pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+	return rc;
+}
+
+bool probe_lock__take(pthread_mutex_t *m, unsigned timeout_ms)
+{
+	int rc;
+	if (timeout_ms == 0) {
+		rc = pthread_mutex_trylock(m);
+	} else {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until); /* timedlock's clock */
+		until.tv_sec += timeout_ms / 1000;
+		until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		rc = pthread_mutex_timedlock(m, &until); /* ThreadSanitizer knows it, not clocklock */
+	}
+	if (rc == EOWNERDEAD) /* its holder died reading: the view is whole */
+		rc = pthread_mutex_consistent(m);
+	return rc == 0;
+}
+
 bool probe_slow__publish(struct probe_slow *slow, const struct probe_slow_view *view)
 {
-	if (pthread_mutex_trylock(&slow->lock) != 0)
+	if (!probe_lock__take(&slow->lock, 0))
 		return false;
 	slow->view.over = view->over;
 	slow->view.n = view->n;
@@ -160,7 +198,8 @@ void probe_slow__render_prometheus(struct probe_slow *slow, struct probe_buf *b)
 {
 	if (!slow || !atomic_load(&slow->enabled))
 		return;
-	pthread_mutex_lock(&slow->lock);
+	if (!probe_lock__take(&slow->lock, PROBE_READ_LOCK_MS))
+		return;
 	const struct probe_slow_view *v = &slow->view;
 	gauge(b, "mosquitto_slow_subscriber_window_seconds",
 	    "Length of the window the slow-subscriber figures cover (plugin_opt_slow_window).", "%u",
@@ -196,7 +235,8 @@ void probe_slow__render_json(struct probe_slow *slow, struct probe_buf *b)
 {
 	if (!slow || !atomic_load(&slow->enabled))
 		return;
-	pthread_mutex_lock(&slow->lock);
+	if (!probe_lock__take(&slow->lock, PROBE_READ_LOCK_MS))
+		return;
 	const struct probe_slow_view *v = &slow->view;
 	probe_buf__printf(b,
 	    ",\"slow_subscribers\":{\"window_seconds\":%u,\"threshold_seconds\":%.3f,"
@@ -260,7 +300,7 @@ void probe_backlog__rank(struct probe_backlog_view *view, const struct probe_bac
 
 bool probe_backlog__publish(struct probe_backlog *b, const struct probe_backlog_view *view)
 {
-	if (pthread_mutex_trylock(&b->lock) != 0)
+	if (!probe_lock__take(&b->lock, 0))
 		return false;
 	b->view.over = view->over;
 	b->view.n = view->n;
@@ -296,7 +336,8 @@ void probe_backlog__render_prometheus(struct probe_backlog *bl, struct probe_buf
 {
 	if (!bl || !atomic_load(&bl->enabled))
 		return;
-	pthread_mutex_lock(&bl->lock);
+	if (!probe_lock__take(&bl->lock, PROBE_READ_LOCK_MS))
+		return;
 	const struct probe_backlog_view *v = &bl->view;
 	gauge(b, "mosquitto_backlog_queue_limit_messages",
 	    "The queue a client may have before the broker drops for it, as the probe reads the "
@@ -334,7 +375,8 @@ void probe_backlog__render_json(struct probe_backlog *bl, struct probe_buf *b)
 {
 	if (!bl || !atomic_load(&bl->enabled))
 		return;
-	pthread_mutex_lock(&bl->lock);
+	if (!probe_lock__take(&bl->lock, PROBE_READ_LOCK_MS))
+		return;
 	const struct probe_backlog_view *v = &bl->view;
 	probe_buf__printf(b,
 	    ",\"backlog\":{\"window_seconds\":%u,\"threshold_messages\":%llu,"

@@ -7,6 +7,10 @@
 # A sanitized probe loads into the (uninstrumented) broker only with its runtime preloaded, as
 # test-broker does; the broker's own exit-time allocations are not the probe's leaks.
 runtime=$(ldd "$PROBE" 2>/dev/null | grep -oE '/[^ ]*lib(asan|tsan)\.so[^ ]*' | head -n 1)
+# 2.1 with an http_api listener is multi-threaded when the probe forks its HTTP process, and
+# ThreadSanitizer kills a child of a multi-threaded parent that starts threads unless told not to
+# (glibc's fork makes malloc safe there; README: Threads, processes and safety).
+export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}die_after_fork=0"
 tmp=$(mktemp -d "/tmp/probe-$1-XXXXXX")
 broker_pid="" others=()
 stop_broker() { # SIGTERM, then SIGKILL after 5 s (2.1.2 under a sanitizer runtime can hang in exit)
