@@ -4,7 +4,8 @@
  * (MESSAGE, DISCONNECT, TICK) and does nothing in them: probe_overhead's floor, what having a
  * plugin on those events costs the broker before the plugin does any work of its own. With
  * plugin_opt_thread true it also starts a thread that only waits (as the probe's HTTP thread
- * does between scrapes): what a second thread in the broker's process costs it.
+ * did between scrapes, before it moved to a process of its own): what a second thread in the
+ * broker's process costs it.
  */
 #include <mosquitto.h>
 #include <mosquitto_broker.h>

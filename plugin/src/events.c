@@ -71,16 +71,30 @@ static uint64_t clock_ns(clockid_t id)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* "00" "01" ... "99": two digits a division (the stamp formats a 19-digit number per message). */
+static const char digit_pairs[]
+    = "00010203040506070809101112131415161718192021222324252627282930313233"
+      "34353637383940414243444546474849505152535455565758596061626364656667"
+      "6869707172737475767778798081828384858687888990919293949596979899";
+
 size_t probe_u64_to_dec(uint64_t v, char *buf)
 {
-	char tmp[21];
-	size_t n = 0;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	for (size_t i = 0; i < n; i++)
-		buf[i] = tmp[n - 1 - i];
+	char tmp[20];
+	char *p = tmp + sizeof tmp;
+	while (v >= 100) {
+		unsigned r = (unsigned)(v % 100);
+		v /= 100;
+		p -= 2;
+		memcpy(p, digit_pairs + 2 * r, 2);
+	}
+	if (v >= 10) {
+		p -= 2;
+		memcpy(p, digit_pairs + 2 * v, 2);
+	} else {
+		*--p = (char)('0' + v);
+	}
+	size_t n = (size_t)(tmp + sizeof tmp - p);
+	memcpy(buf, p, n);
 	buf[n] = '\0';
 	return n;
 }
@@ -590,6 +604,7 @@ int probe_events__tick(int event, void *event_data, void *userdata)
 	(void)event_data;
 	struct probe_state *s = userdata;
 	uint64_t now = clock_ns(CLOCK_MONOTONIC_COARSE);
+	s->tick_ns = now;
 	if (s->cfg.observe_auth)
 		probe_fanout__tick(&s->fanout, &s->metrics, now, PROBE_QOS2_TTL_NS);
 	if (s->slow_on)

@@ -57,20 +57,19 @@ __attribute__((destructor)) static void unmap_state(void)
 	state = NULL;
 }
 
-/* The broker's tick: the HTTP process first (started at the first, replaced if it died). */
+/* The broker's tick: the probe's, then the HTTP process (started at the first, replaced if it
+ * died) on the clock the probe's tick read. */
 static int tick(int event, void *event_data, void *userdata)
 {
 	struct probe_state *s = userdata;
+	int rc = probe_events__tick(event, event_data, userdata);
 	if (s->http) {
 		char msg[384];
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-		uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-		int level = probe_http__tick(s->http, now, msg, sizeof msg);
+		int level = probe_http__tick(s->http, s->tick_ns, msg, sizeof msg);
 		if (level)
 			mosquitto_log_printf(level, "%s", msg);
 	}
-	return probe_events__tick(event, event_data, userdata);
+	return rc;
 }
 
 static const struct {

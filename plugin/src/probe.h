@@ -522,6 +522,7 @@ struct probe_state {
 	struct probe_client *offline; /* the offline sessions among them, by client id */
 	struct probe_http *http;
 	uint64_t next_sys_ns;
+	uint64_t tick_ns; /* the last tick's CLOCK_MONOTONIC_COARSE */
 	int refs;
 	unsigned stamp_seq; /* sampling: messages that passed the topic filter */
 	bool hold;          /* 2.1 with the stamp on: rx-to-tx histogram */

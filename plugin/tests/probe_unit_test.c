@@ -722,6 +722,19 @@ static void decimal_formatting(void **state)
 	assert_string_equal(buf, "0");
 	probe_u64_to_dec(UINT64_MAX, buf);
 	assert_string_equal(buf, "18446744073709551615");
+	/* every length, against printf: odd and even digit counts, zeros inside */
+	char want[24];
+	for (uint64_t v = 1, k = 0; k < 20; k++, v = v * 10 + k % 10) {
+		for (uint64_t d = 0; d < 3 && v >= d; d++) {
+			snprintf(want, sizeof want, "%llu", (unsigned long long)(v - d));
+			assert_int_equal(probe_u64_to_dec(v - d, buf), strlen(want));
+			assert_string_equal(buf, want);
+		}
+	}
+	assert_int_equal(probe_u64_to_dec(1796300000000000000ULL, buf), 19);
+	assert_string_equal(buf, "1796300000000000000");
+	assert_int_equal(probe_u64_to_dec(10, buf), 2);
+	assert_string_equal(buf, "10");
 }
 
 int main(void)
