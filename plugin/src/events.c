@@ -509,7 +509,8 @@ void probe_events__slow_start(struct probe_state *s)
 	char why[256];
 	slow->hide_ids = !probe_options__show_client_ids(&s->cfg, why, sizeof why);
 	probe_events__id_key(s);
-	probe_lock__init(&slow->lock);
+	if (probe_lock__init(&slow->lock) != 0)
+		return; /* no ranking rather than an unusable lock */
 	s->slow_next_ns = clock_ns(CLOCK_MONOTONIC_COARSE) + (uint64_t)slow->window_s * 1000000000ULL;
 	s->slow_on = true;
 	/* s->metrics.slow already points here: the caller sets it before the HTTP process starts */
@@ -543,7 +544,8 @@ void probe_events__backlog_start(struct probe_state *s)
 	b->hide_ids = !probe_options__show_client_ids(&s->cfg, why, sizeof why);
 	probe_events__id_key(s);
 	b->id_key = s->slow.id_key;
-	probe_lock__init(&b->lock);
+	if (probe_lock__init(&b->lock) != 0)
+		return;
 	s->backlog_next_ns = clock_ns(CLOCK_MONOTONIC_COARSE) + (uint64_t)b->window_s * 1000000000ULL;
 	s->backlog_on = true;
 	atomic_store(&b->enabled, true);

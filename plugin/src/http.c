@@ -89,8 +89,8 @@ struct server {
 
 struct probe_http {
 	/* set at load, in the broker */
-	const struct probe_metrics *metrics; /* in the shared mapping */
-	struct probe_web_stats *stats;       /* likewise */
+	struct probe_metrics *metrics; /* in the shared mapping (the broker counts http_exits) */
+	struct probe_web_stats *stats; /* likewise */
 	bool observe_auth;
 	bool keep_auth;
 	int listen_fd;
@@ -610,7 +610,9 @@ static _Noreturn void serve(struct probe_http *h, int status)
 		_exit(1);
 	}
 	report(status, "ok");
-	if (h->web)
+	bool has_web = h->web != NULL;
+	h->web = NULL; /* the server owns it now: a re-read frees it */
+	if (has_web)
 		watch(h);
 	for (;;)
 		pause();
@@ -671,7 +673,7 @@ static pid_t spawn(struct probe_http *h, char *err, size_t errlen)
 	return -1;
 }
 
-struct probe_http *probe_http__open(const char *host, int port, const struct probe_metrics *m,
+struct probe_http *probe_http__open(const char *host, int port, struct probe_metrics *m,
     bool observe_auth, struct probe_web *web, bool keep_auth, char *err, size_t errlen)
 {
 	struct probe_http *h = calloc(1, sizeof *h);
@@ -725,6 +727,7 @@ int probe_http__tick(struct probe_http *h, uint64_t now_ns, char *msg, size_t le
 		    "mqtt_probe: the HTTP process (pid %d) %s; another serves /metrics within %d s",
 		    (int)h->child, how, RESPAWN_S);
 		h->child = 0;
+		probe_add(&h->metrics->http_exits, 1);
 		h->next_check_ns = h->next_spawn_ns; /* the next tick after it may start one */
 		return MOSQ_LOG_WARNING;
 	}

@@ -220,6 +220,9 @@ void probe_metrics__render_prometheus(const struct probe_metrics *m, const struc
 	    probe_get(&m->stamp_failures));
 	counter(b, "mosquitto_probe_sys_publish_failures_total",
 	    "Failed publications of " PROBE_SYS_TOPIC ".", probe_get(&m->sys_publish_failures));
+	counter(b, "mosquitto_probe_http_process_exits_total",
+	    "Times the probe's HTTP process ended unasked; the broker logged how and started another.",
+	    probe_get(&m->http_exits));
 
 	/* The same two figures from two sources, said in their help: 2.1's events, or 2.0's auth
 	 * hook (observe_auth). */

@@ -233,6 +233,7 @@ struct probe_metrics {
 	probe_counter stamped;                           /* messages that got broker-rx-ns */
 	probe_counter stamp_failures;
 	probe_counter sys_publish_failures;
+	probe_counter http_exits; /* the HTTP process ended without being asked (and was replaced) */
 	/* mosquitto 2.1 (MESSAGE_OUT registered): PUBLISH packets sent to clients */
 	atomic_bool has_deliveries; /* set once at load, before anything reads it */
 	probe_counter deliveries;
@@ -456,7 +457,7 @@ struct probe_http;
  * keep_auth a re-read of web that would leave the endpoint without authentication is refused
  * (client ids are shown because of it). Returns NULL with err set (e.g. port in use).
  */
-struct probe_http *probe_http__open(const char *host, int port, const struct probe_metrics *m,
+struct probe_http *probe_http__open(const char *host, int port, struct probe_metrics *m,
     bool observe_auth, struct probe_web *web, bool keep_auth, char *err, size_t errlen);
 /** On the broker's ticks: start the HTTP process (the first), or another if it died. Returns 0,
  *  or a MOSQ_LOG_* level for what msg says (for the broker's log). */

@@ -83,8 +83,9 @@ done
 grep -q "HTTP process (pid $child) was killed by signal 9" "$tmp/broker.log" \
   || fail "the broker did not log the child's death: $(tail -3 "$tmp/broker.log")"
 [ -n "$back" ] && [ "$back" != "$child" ] && [ "$(metric 'mosquitto_messages_received_total{qos="0",retain="false"}')" = 1 ] \
-  && pass "the child killed: logged, another ($back) serves within 10 s, the count carried on" \
-  || fail "after the child was killed: children '$back', received $(metric 'mosquitto_messages_received_total{qos="0",retain="false"}')"
+  && [ "$(metric mosquitto_probe_http_process_exits_total)" = 1 ] \
+  && pass "the child killed: logged and counted, another ($back) serves within 10 s, the count carried on" \
+  || fail "after the child was killed: children '$back', received $(metric 'mosquitto_messages_received_total{qos="0",retain="false"}'), exits $(metric mosquitto_probe_http_process_exits_total)"
 child=$back
 
 # The broker stopped, then killed: the child goes with it.
