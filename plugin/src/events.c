@@ -82,7 +82,7 @@ size_t probe_u64_to_dec(uint64_t v, char *buf)
 	char tmp[20];
 	char *p = tmp + sizeof tmp;
 	while (v >= 100) {
-		unsigned r = (unsigned)(v % 100);
+		size_t r = (size_t)(v % 100);
 		v /= 100;
 		p -= 2;
 		memcpy(p, digit_pairs + 2 * r, 2);
