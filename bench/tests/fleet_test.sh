@@ -24,6 +24,20 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 json() { grep -o "\"$2\":[0-9.-]*" "$1" | head -n 1 | cut -d: -f2; }
 # start_broker ENVFILE ARGS...: a test broker in the background; its variables in ENVFILE.
+# SIGKILL a broker and wait (5 s at most) until it is gone or a zombie: its sockets are closed
+# then. kill returns before the killed process has run its exit, and a broker started on the same
+# port at once found it still listening now and then ("plain port ... is already in use").
+kill_broker() {
+  kill -9 "$1" 2>/dev/null
+  for _ in $(seq 100); do
+    local state
+    state=$(sed -n 's/^[0-9]* (.*) \(.\).*/\1/p' "/proc/$1/stat" 2>/dev/null)
+    [ -z "$state" ] || [ "$state" = Z ] && return 0
+    sleep 0.05
+  done
+  echo "FAIL: broker $1 still running 5 s after SIGKILL"
+  exit 1
+}
 start_broker() {
   local envf=$1; shift
   "$RUN" --daemon --dir "$tmp" "$@" >"$envf" 2>"$envf.err" || { echo "FAIL: test broker: $(cat "$envf.err")"; exit 1; }
@@ -43,7 +57,7 @@ mqb=$!
 for _ in $(seq 100); do grep -q 'opened: connected 3000 of 3000' "$tmp/storm.err" && break; sleep 0.1; done
 grep -q 'opened: connected 3000 of 3000' "$tmp/storm.err" || fail "the storm's 3000 connections did not open: $(tail -2 "$tmp/storm.err")"
 sleep 0.5
-kill -9 "$BROKER_PID"
+kill_broker "$BROKER_PID"
 sleep 1 # the clients meet a closed port meanwhile: refused, then back-off
 start_broker "$tmp/s2.env" "${storm_broker[@]}"
 . "$tmp/s2.env"
@@ -101,7 +115,7 @@ fi
   >"$tmp/gone.out" 2>"$tmp/gone.err" &
 mqb=$!
 for _ in $(seq 50); do grep -q 'opened: connected 50 of 50' "$tmp/gone.err" && break; sleep 0.1; done
-kill -9 "$BROKER_PID"
+kill_broker "$BROKER_PID"
 wait $mqb; rc=$?
 if [ $rc = 1 ] && grep -q 'storm 1: 50 of 50 connections not back by the end of the run' "$tmp/gone.err" &&
    grep -q 'NOT OVER' "$tmp/gone.out"; then
@@ -126,7 +140,7 @@ start_broker "$tmp/t1.env" "${storm_broker[@]}"
 mqb=$!
 for _ in $(seq 100); do grep -q 'opened: connected 200 of 200' "$tmp/twice.err" && break; sleep 0.1; done
 for storm in 1 2; do
-  kill -9 "$BROKER_PID"
+  kill_broker "$BROKER_PID"
   start_broker "$tmp/t$((storm + 1)).env" "${storm_broker[@]}"
   . "$tmp/t$((storm + 1)).env"
   [ $storm = 2 ] && break
@@ -354,7 +368,7 @@ if [ -x "$M21" ]; then
   grep -q 'opened: connected 10000 of 10000' "$tmp/wstorm.err" \
     || fail "ws:// storm: 10000 did not open: $(tail -2 "$tmp/wstorm.err")"
   sleep 0.5
-  kill -9 "$BROKER_PID"
+  kill_broker "$BROKER_PID"
   sleep 1
   start_broker "$tmp/w2.env" "${ws_broker[@]}"
   . "$tmp/w2.env"
