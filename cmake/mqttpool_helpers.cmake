@@ -1,35 +1,77 @@
 # SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
-# mqttpool_add_cmocka_test(NAME <name> SOURCES <files...> [LIBS <targets...>]
-#                          [LABELS unit|integration] [TIMEOUT <s>])
+# mqttpool_add_test(NAME <entry> COMMAND <cmd...> [LABELS unit|integration] [TIMEOUT <s>]
+#                   [ENVIRONMENT <VAR=value...>] [RUN_SERIAL])
 #
-# One cmocka executable per module, registered with ctest under a label and a timeout.
-function(mqttpool_add_cmocka_test)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+# The one place a ctest entry is made, so that no two entries of one program differ in what a
+# skip is, in their timeout or in their labels. Exit status 77 is a skip, said in the output
+# (tb_test_skip in C, scripts/lib.sh's skip_test in scripts; MQTTPOOL_NO_SKIP=1 turns every skip
+# into a failure). RUN_SERIAL: alone, for a test that loads the machine or measures it.
+function(mqttpool_add_test)
+  cmake_parse_arguments(T "RUN_SERIAL" "NAME;TIMEOUT" "COMMAND;LABELS;ENVIRONMENT" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 60)
   endif()
   if(NOT T_LABELS)
     set(T_LABELS unit)
   endif()
-  add_executable(${T_NAME} ${T_SOURCES})
-  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} PkgConfig::CMOCKA mqttpool_warnings)
-  add_test(NAME ${T_NAME} COMMAND ${T_NAME})
-  # 77: skipped, said in the output (tb_test_skip; MQTTPOOL_NO_SKIP=1 makes it a failure).
+  add_test(NAME ${T_NAME} COMMAND ${T_COMMAND})
   set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
                        SKIP_RETURN_CODE 77)
+  if(T_ENVIRONMENT)
+    set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "${T_ENVIRONMENT}")
+  endif()
+  if(T_RUN_SERIAL)
+    set_tests_properties(${T_NAME} PROPERTIES RUN_SERIAL TRUE)
+  endif()
 endfunction()
 
-# mqttpool_add_script_test(NAME <name> COMMAND <cmd...> [LABELS ...] [TIMEOUT <s>])
+# mqttpool_add_cmocka_test(NAME <name> SOURCES <files...> [LIBS <targets...>]
+#                          [LABELS unit|integration] [TIMEOUT <s>] [LOOPS <kind...>]
+#                          [CASES_21 <case...>])
+#
+# One cmocka executable per module. Its entries, all made by mqttpool_add_test:
+#   <name>                  every case but CASES_21
+#   <name>_<kind>           the same with MQP_TEST_LOOP=<kind> (LOOPS: uv, event: the pool on a
+#                           libuv or libevent loop instead of its own thread)
+#   <name>[_<kind>]_2.1     CASES_21 alone: the cases that need mosquitto 2.1, so that a machine
+#                           without it skips those entries and nothing else
+# The cases are chosen by TB_TEST_ONLY / TB_TEST_EXCLUDE (tb_test_run, comma-separated names).
+function(mqttpool_add_cmocka_test)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;LOOPS;CASES_21" ${ARGN})
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} PkgConfig::CMOCKA mqttpool_warnings)
+  string(REPLACE ";" "," cases21 "${T_CASES_21}")
+  foreach(kind "" ${T_LOOPS})
+    set(entry ${T_NAME})
+    set(env "")
+    if(kind)
+      set(entry ${T_NAME}_${kind})
+      set(env "MQP_TEST_LOOP=${kind}")
+    endif()
+    if(T_CASES_21)
+      mqttpool_add_test(NAME ${entry} COMMAND ${T_NAME} LABELS ${T_LABELS} TIMEOUT ${T_TIMEOUT}
+                        ENVIRONMENT ${env} "TB_TEST_EXCLUDE=${cases21}")
+      mqttpool_add_test(NAME ${entry}_2.1 COMMAND ${T_NAME} LABELS ${T_LABELS}
+                        TIMEOUT ${T_TIMEOUT} ENVIRONMENT ${env} "TB_TEST_ONLY=${cases21}")
+    else()
+      mqttpool_add_test(NAME ${entry} COMMAND ${T_NAME} LABELS ${T_LABELS} TIMEOUT ${T_TIMEOUT}
+                        ENVIRONMENT ${env})
+    endif()
+  endforeach()
+endfunction()
+
+# mqttpool_add_script_test(NAME <name> COMMAND <cmd...> [LABELS ...] [TIMEOUT <s>] [RUN_SERIAL])
 function(mqttpool_add_script_test)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT" "COMMAND;LABELS" ${ARGN})
+  cmake_parse_arguments(T "RUN_SERIAL" "NAME;TIMEOUT" "COMMAND;LABELS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
-  add_test(NAME ${T_NAME} COMMAND ${T_COMMAND})
-  # 77: skipped, said in the output (scripts/lib.sh's skip_test; MQTTPOOL_NO_SKIP=1 makes it a
-  # failure).
-  set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
-                       SKIP_RETURN_CODE 77)
+  set(serial "")
+  if(T_RUN_SERIAL)
+    set(serial RUN_SERIAL)
+  endif()
+  mqttpool_add_test(NAME ${T_NAME} COMMAND ${T_COMMAND} LABELS ${T_LABELS} TIMEOUT ${T_TIMEOUT}
+                    ${serial})
 endfunction()
 
 # mqttpool_add_fuzz_target(NAME <name> SOURCES <files...> [LIBS <targets...>]
@@ -52,8 +94,7 @@ function(mqttpool_add_fuzz_target)
     target_link_libraries(${F_NAME}_replay PRIVATE ${F_LIBS} mqttpool_warnings)
     target_include_directories(${F_NAME}_replay PRIVATE ${PROJECT_SOURCE_DIR}/common/tests/fuzz
                                ${F_INCLUDES})
-    add_test(NAME ${F_NAME}_corpus COMMAND ${F_NAME}_replay ${F_CORPUS})
-    set_tests_properties(${F_NAME}_corpus PROPERTIES TIMEOUT 60 LABELS unit)
+    mqttpool_add_test(NAME ${F_NAME}_corpus COMMAND ${F_NAME}_replay ${F_CORPUS} LABELS unit)
   endif()
 endfunction()
 

@@ -2,47 +2,15 @@
 # SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 # What a fleet does to a broker, against the test broker: a reconnect storm through a broker
 # killed and started again on its port, churn with no growth in mqbench, a client identity each,
-# TLS session resumption, one run over two processes and three source addresses, and over
-# WebSockets (ws:// and wss:// on mosquitto 2.1.2: a storm of 10,000, and a server that is not one).
-# Usage: fleet_test.sh MQBENCH TB_RUN TB_FREE_PORT TB_FAKE_BROKER MOSQUITTO_2.1
+# TLS session resumption, one run over two processes and three source addresses, the broker's
+# Server Keep Alive. Over WebSockets (mosquitto 2.1): fleet_ws21_test.sh.
+# Usage: fleet_test.sh MQBENCH TB_RUN TB_FREE_PORT TB_FAKE_BROKER
 set -u
 MQB=$1
 RUN=$2
 FREE_PORT=$3
 FAKE=$4
-M21=$5
-tmp=$(mktemp -d /tmp/fleet-test-XXXXXX)
-run_pids=()
-failures=0
-cleanup() {
-  for p in "${run_pids[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
-json() { grep -o "\"$2\":[0-9.-]*" "$1" | head -n 1 | cut -d: -f2; }
-# start_broker ENVFILE ARGS...: a test broker in the background; its variables in ENVFILE.
-# SIGKILL a broker and wait (5 s at most) until it is gone or a zombie: its sockets are closed
-# then. kill returns before the killed process has run its exit, and a broker started on the same
-# port at once found it still listening now and then ("plain port ... is already in use").
-kill_broker() {
-  kill -9 "$1" 2>/dev/null
-  for _ in $(seq 100); do
-    local state
-    state=$(sed -n 's/^[0-9]* (.*) \(.\).*/\1/p' "/proc/$1/stat" 2>/dev/null)
-    [ -z "$state" ] || [ "$state" = Z ] && return 0
-    sleep 0.05
-  done
-  echo "FAIL: broker $1 still running 5 s after SIGKILL"
-  exit 1
-}
-start_broker() {
-  local envf=$1; shift
-  "$RUN" --daemon --dir "$tmp" "$@" >"$envf" 2>"$envf.err" || { echo "FAIL: test broker: $(cat "$envf.err")"; exit 1; }
-  run_pids+=("$(. "$envf" && echo "$RUN_PID")")
-}
+. "$(dirname "$0")/fleet_lib.sh"
 
 # --- a reconnect storm: 3,000 held, the broker SIGKILLed and started again on its port -------------
 port=$("$FREE_PORT"); mport=$("$FREE_PORT")
@@ -353,60 +321,4 @@ else
   fail "Server Keep Alive: exit $rc held '$held', $expired expired at the broker: $(tail -2 "$tmp/ka.err")"
 fi
 
-# --- over WebSockets: 10,000 held on mosquitto 2.1.2's ws:// listener, SIGKILLed and back ------
-if [ -x "$M21" ]; then
-  wport=$("$FREE_PORT")
-  ws_broker=(--mosquitto "$M21" --no-tls --no-probe --allow-anonymous
-    --conf-line "listener $wport 127.0.0.1" --conf-line "protocol websockets")
-  start_broker "$tmp/w1.env" "${ws_broker[@]}"
-  . "$tmp/w1.env"
-  "$MQB" connect --broker "ws://127.0.0.1:$wport" --clients 10000 --rate 5000 --concurrency 500 \
-    --reconnect --reconnect-backoff 200ms,1s --storms 1 --hold 60s --json \
-    >"$tmp/wstorm.json" 2>"$tmp/wstorm.err" &
-  mqb=$!
-  for _ in $(seq 150); do grep -q 'opened: connected 10000 of 10000' "$tmp/wstorm.err" && break; sleep 0.1; done
-  grep -q 'opened: connected 10000 of 10000' "$tmp/wstorm.err" \
-    || fail "ws:// storm: 10000 did not open: $(tail -2 "$tmp/wstorm.err")"
-  sleep 0.5
-  kill_broker "$BROKER_PID"
-  sleep 1
-  start_broker "$tmp/w2.env" "${ws_broker[@]}"
-  . "$tmp/w2.env"
-  timeout 60 tail --pid=$mqb -f /dev/null
-  wait $mqb; rc=$?
-  lost=$(grep -o '"storms":\[{"lost":[0-9]*' "$tmp/wstorm.json" | grep -o '[0-9]*$')
-  back=$(grep -o '"reconnected":[0-9]*' "$tmp/wstorm.json" | head -n 1 | cut -d: -f2)
-  ids=$(grep -o 'New client connected .* as mqbench-[^ ]*' "$BROKER_LOG" | awk '{print $NF}' | sort)
-  total=$(printf '%s\n' "$ids" | grep -c .); distinct=$(printf '%s\n' "$ids" | uniq | grep -c .)
-  if [ $rc = 0 ] && [ "$lost" = 10000 ] && [ "$back" = 10000 ] && [ "$total" = 10000 ] && [ "$distinct" = 10000 ]; then
-    pass "ws:// storm: lost 10000, reconnected 10000, the new broker saw each client once"
-  else
-    fail "ws:// storm: exit $rc lost '$lost' back '$back', broker $total CONNECTs of $distinct: $(tail -3 "$tmp/wstorm.err")"
-  fi
-  # wss:// (the name checked against the test CA), held; then a server that is no WebSocket one.
-  start_broker "$tmp/wss.env" --mosquitto "$M21" --websockets --allow-anonymous
-  . "$tmp/wss.env"
-  "$MQB" connect --broker "${WSS_URL/127.0.0.1/localhost}" --cafile "$CA_FILE" \
-    --username "$MQTT_USERNAME" --password "$MQTT_PASSWORD" --clients 500 --rate 1000 --hold 1s \
-    --ws-header "Authorization: Bearer x" --json >"$tmp/wss.json" 2>"$tmp/wss.err"
-  rc=$?
-  held=$(json "$tmp/wss.json" held_at_end)
-  [ $rc = 0 ] && [ "$held" = 500 ] && pass "wss://: 500 of 500 held" \
-    || fail "wss://: exit $rc held '$held': $(tail -3 "$tmp/wss.err")"
-  mport=${METRICS_URL#http://127.0.0.1:}; mport=${mport%%/*}
-  "$MQB" connect --broker "ws://127.0.0.1:$mport/metrics" --clients 5 --rate 100 --hold 0s \
-    >"$tmp/notws.out" 2>"$tmp/notws.err"
-  rc=$?
-  if [ $rc != 0 ] && grep -q 'websocket 5' "$tmp/notws.err" "$tmp/notws.out" &&
-     grep -q "not 101 Switching Protocols" "$tmp/notws.err" "$tmp/notws.out"; then
-    pass "a server that is no WebSocket one: 5 of 5 failed as websocket, the reason said"
-  else
-    fail "not a WebSocket server: exit $rc: $(cat "$tmp/notws.out" "$tmp/notws.err" | tail -4)"
-  fi
-elif [ "${MQTTPOOL_NO_SKIP:-}" = 1 ]; then
-  fail "no mosquitto 2.1.2 at '$M21' for the WebSockets part (MQTTPOOL_NO_SKIP=1)"
-else
-  echo "SKIPPED: the WebSockets part: no mosquitto 2.1.2 at '$M21' (scripts/mosquitto-2.1)"
-fi
-
-[ $failures -eq 0 ] && echo "fleet tests passed" || { echo "$failures fleet test(s) failed"; exit 1; }
+finish "fleet tests"

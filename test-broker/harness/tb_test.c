@@ -82,27 +82,74 @@ static int revive_broker(void **state)
 	return 0;
 }
 
+/* Whether case is in list (comma-separated names). */
+static bool listed(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = list; *p;) {
+		size_t len = strcspn(p, ",");
+		if (len == n && strncmp(p, name, n) == 0)
+			return true;
+		p += len + (p[len] == ',');
+	}
+	return false;
+}
+
+/* Every name of list is a case of tests: an entry never runs nothing because a case was renamed. */
+static bool all_known(const char *name, const char *var, const char *list,
+    const struct CMUnitTest *tests, size_t count)
+{
+	bool ok = true;
+	for (const char *p = list; *p;) {
+		size_t len = strcspn(p, ",");
+		bool found = false;
+		for (size_t i = 0; i < count && !found; i++)
+			found = strlen(tests[i].name) == len && strncmp(tests[i].name, p, len) == 0;
+		if (!found && len) {
+			fprintf(stderr, "%s: %s names '%.*s', which is no case of this test\n", name, var,
+			    (int)len, p);
+			ok = false;
+		}
+		p += len + (p[len] == ',');
+	}
+	return ok;
+}
+
 int tb_test_run(const char *name, const struct CMUnitTest *tests, size_t count,
     const struct tb_options *options)
 {
-	char err[1024];
-	if (tb_broker_start(options, &broker, err, sizeof err) != 0) {
-		fprintf(stderr, "%s: cannot start the test broker: %s\n", name, err);
+	/* The ctest entries of one executable run parts of it (cmake/mqttpool_helpers.cmake): the
+	 * cases that need mosquitto 2.1 in an entry of their own. */
+	const char *only = getenv("TB_TEST_ONLY"), *except = getenv("TB_TEST_EXCLUDE");
+	if ((only && !all_known(name, "TB_TEST_ONLY", only, tests, count))
+	    || (except && !all_known(name, "TB_TEST_EXCLUDE", except, tests, count)))
 		return 1;
-	}
 	/* A test that fails between killing the broker and restarting it must not fail the ones
 	 * after it: each test without a teardown of its own gets one that revives the broker. */
 	struct CMUnitTest *own = calloc(count, sizeof *own);
-	if (!own) {
-		tb_broker_stop(broker);
+	if (!own)
+		return 1;
+	size_t chosen = 0;
+	for (size_t i = 0; i < count; i++) {
+		if ((only && !listed(only, tests[i].name)) || (except && listed(except, tests[i].name)))
+			continue;
+		own[chosen] = tests[i];
+		if (!own[chosen].teardown_func)
+			own[chosen].teardown_func = revive_broker;
+		chosen++;
+	}
+	if (chosen == 0) {
+		fprintf(stderr, "%s: TB_TEST_ONLY / TB_TEST_EXCLUDE leave no case to run\n", name);
+		free(own);
 		return 1;
 	}
-	for (size_t i = 0; i < count; i++) {
-		own[i] = tests[i];
-		if (!own[i].teardown_func)
-			own[i].teardown_func = revive_broker;
+	char err[1024];
+	if (tb_broker_start(options, &broker, err, sizeof err) != 0) {
+		fprintf(stderr, "%s: cannot start the test broker: %s\n", name, err);
+		free(own);
+		return 1;
 	}
-	int failed = _cmocka_run_group_tests(name, own, count, NULL, NULL);
+	int failed = _cmocka_run_group_tests(name, own, chosen, NULL, NULL);
 	free(own);
 	if (failed)
 		tb_broker_dump_log(broker, stderr);

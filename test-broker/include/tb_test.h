@@ -3,7 +3,10 @@
  * tb_test.h - the test harness: one real broker per test executable, and spawned programs.
  *
  * tb_test_run() starts the broker, runs the cmocka group, dumps the broker log when a test
- * failed, and stops the broker. Tests reach the broker through tb_test_broker().
+ * failed, and stops the broker. Tests reach the broker through tb_test_broker(). With
+ * TB_TEST_ONLY or TB_TEST_EXCLUDE in the environment (comma-separated case names, every one a
+ * case of the group) it runs only those cases, or all but those: how one executable's ctest
+ * entries split it (cmake/mqttpool_helpers.cmake's CASES_21).
  */
 #ifndef TB_TEST_H
 #define TB_TEST_H
