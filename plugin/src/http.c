@@ -11,8 +11,12 @@
  * The broker's side (probe_http__open, __tick, __stop; on its thread, which logs what __tick
  * says): at load, the listening
  * socket is made, so "address in use" stops the load precisely, and the broker's /proc
- * directories are opened. The child is forked at the first tick, not at load: plugins load before
- * mosquitto drops root and before it daemonises. The child reports that it serves (or why not)
+ * directories are opened. Both 2.0.11 and 2.1.2 switch to their configured user and daemonise
+ * before they load plugins (strace as root with `user nobody` and -d: configuration read,
+ * setuid, fork and setsid, the plugin opened as nobody, then the listeners), so at load the pid
+ * and the user are already the broker's final ones. The child is still forked at the first tick,
+ * once the broker has finished starting (every plugin loaded, its listeners open): a start that
+ * fails after our load leaves no child behind. The child reports that it serves (or why not)
  * through a pipe within a deadline; if it dies the broker logs it and starts another (at most one
  * every RESPAWN_S); at unload the broker stops and reaps it.
  *

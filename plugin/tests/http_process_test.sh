@@ -16,6 +16,11 @@ PROBE=$1 FREE_PORT=$2 MOSQ=${3:-/usr/sbin/mosquitto}
 chmod 0755 "$tmp"
 user=$(id -un)
 [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1 && user=nobody
+# The broker opens the probe as the user it switched to (2.0 and 2.1 both drop root before they
+# load plugins: plugin/README.md, Options): a build tree under a private directory (mktemp -d,
+# root's home) is not readable by that user, so it loads a copy from here.
+cp "$PROBE" "$tmp/mqtt_probe.so" && chmod 0644 "$tmp/mqtt_probe.so"
+PROBE=$tmp/mqtt_probe.so
 
 start_broker() {
   port=$("$FREE_PORT") metrics_port=$("$FREE_PORT")
