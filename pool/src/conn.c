@@ -306,8 +306,11 @@ static void backoff(struct mqp_pool *p, unsigned node)
 	snprintf(why, sizeof why, "%s", p->last_error);
 	snprintf(n->last_error, sizeof n->last_error, "%s", p->last_error);
 	pthread_mutex_unlock(&p->report_lock);
-	mqp__log(p, MQP_LOG_WARNING, "mqttpool: %s; next attempt %s in %u ms", why,
-	    p->nnodes > 1 ? n->where : "", wait);
+	if (p->nnodes > 1)
+		mqp__log(
+		    p, MQP_LOG_WARNING, "mqttpool: %s; next attempt at %s in %u ms", why, n->where, wait);
+	else
+		mqp__log(p, MQP_LOG_WARNING, "mqttpool: %s; next attempt in %u ms", why, wait);
 }
 
 /* A ready connection of node c was lost (p->last_error says how). */

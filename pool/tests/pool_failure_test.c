@@ -25,13 +25,32 @@
 #include "pool_test_util.h"
 #include "tb_test.h"
 
+/* The pool's first log line (its I/O thread writes, the test reads after destroy). */
+struct first_line {
+	pthread_mutex_t lock;
+	char text[512];
+};
+
+static void keep_first(void *userdata, int level, const char *message)
+{
+	(void)level;
+	struct first_line *f = userdata;
+	pthread_mutex_lock(&f->lock);
+	if (!f->text[0])
+		snprintf(f->text, sizeof f->text, "%s", message);
+	pthread_mutex_unlock(&f->lock);
+}
+
 static void unreachable_broker_fails_fast_with_the_reason(void **state)
 {
 	(void)state;
 	mqp_pool *p = NULL;
 	char err[256];
+	struct first_line said = { .lock = PTHREAD_MUTEX_INITIALIZER };
 	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
 	o.min_size = 0;
+	o.log_cb = keep_first;
+	o.userdata = &said;
 	assert_int_equal(mqp_pool_new("mqtt://127.0.0.1:1", &o, &p, err, sizeof err), MQP_OK);
 	struct mqp_reply reply;
 	uint64_t t0 = mqc_now_ns();
@@ -44,6 +63,10 @@ static void unreachable_broker_fails_fast_with_the_reason(void **state)
 	mqp_pool_stats(p, &st, sizeof st);
 	assert_true(st.connects_failed >= 1);
 	mqp_pool_destroy(p);
+	/* One node: the backoff line names none (it once said "next attempt  in 82 ms"). */
+	if (!strstr(said.text, "; next attempt in ") || strstr(said.text, "  "))
+		fail_msg("the backoff line: '%s'", said.text);
+	o.log_cb = NULL;
 
 	const struct tb_info *i = tb_test_info();
 	struct mqp_pool_options bad = MQP_POOL_OPTIONS_INIT;
