@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * mqc_net.h - socket options the project's MQTT clients share.
+ * mqc_net.h - socket options the project's programs share, and listening addresses as users type
+ * them.
  */
 #ifndef MQC_NET_H
 #define MQC_NET_H
+
+#include <stddef.h>
+#include <sys/socket.h>
 
 /**
  * Acknowledge what arrives next on the TCP socket fd at once (TCP_QUICKACK). The kernel leaves
@@ -16,5 +20,20 @@
  * variable MQTTPOOL_TCP_QUICKACK=0 turns it off, to measure what it does.
  */
 void mqc_tcp_quickack(int fd);
+
+/**
+ * A numeric address to listen on, as users type it: `IPV4:PORT`, `:PORT` (every IPv4 address),
+ * `[IPV6]:PORT` (`[::]:PORT`: every address, IPv4 too unless the system says otherwise). PORT
+ * 0 to 65535 (0: a free one). Fills out and *len; 0, or -1 when text is not such an address (out
+ * untouched).
+ */
+int mqc_listen_parse(const char *text, struct sockaddr_storage *out, socklen_t *len);
+
+/** sa (AF_INET or AF_INET6) as `host:port`, an IPv6 host bracketed; "?" for another family. */
+void mqc_sockaddr_text(const struct sockaddr *sa, char *out, size_t len);
+
+/** The port of sa (AF_INET or AF_INET6; 0 otherwise), and setting it. */
+unsigned mqc_sockaddr_port(const struct sockaddr *sa);
+void mqc_sockaddr_set_port(struct sockaddr *sa, unsigned port);
 
 #endif

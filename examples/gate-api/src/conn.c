@@ -575,14 +575,14 @@ static void arm_deadline(struct conn *cn)
 }
 
 /* Whether one more connection from addr is allowed; counts it when it is. */
-static bool address_admit(struct gate_server *s, uint32_t addr)
+static bool address_admit(struct gate_server *s, const struct in6_addr *addr)
 {
 	pthread_mutex_lock(&s->addr_lock);
 	struct addr_count *e;
-	HASH_FIND(hh, s->addrs, &addr, sizeof addr, e);
+	HASH_FIND(hh, s->addrs, addr, sizeof *addr, e);
 	bool ok = true;
 	if (!e && (e = calloc(1, sizeof *e)) != NULL) {
-		e->addr = addr;
+		e->addr = *addr;
 		HASH_ADD(hh, s->addrs, addr, sizeof e->addr, e);
 	}
 	if (!e || e->n >= s->cfg.per_address)
@@ -618,11 +618,19 @@ static void conn_begin(struct conn *cn)
 {
 	struct sockaddr_storage peer;
 	int plen = sizeof peer;
-	if (uv_tcp_getpeername(&cn->tcp, (struct sockaddr *)&peer, &plen) == 0
-	    && peer.ss_family == AF_INET)
-		cn->addr = ((const struct sockaddr_in *)&peer)->sin_addr.s_addr;
-	char text[INET_ADDRSTRLEN];
-	inet_ntop(AF_INET, &cn->addr, text, sizeof text);
+	if (uv_tcp_getpeername(&cn->tcp, (struct sockaddr *)&peer, &plen) != 0)
+		peer.ss_family = AF_UNSPEC; /* every such one counts as ::, together */
+	char text[INET6_ADDRSTRLEN];
+	if (peer.ss_family == AF_INET6) {
+		cn->addr = ((const struct sockaddr_in6 *)&peer)->sin6_addr;
+	} else if (peer.ss_family == AF_INET) {
+		cn->addr.s6_addr[10] = cn->addr.s6_addr[11] = 0xff; /* ::ffff:a.b.c.d */
+		memcpy(&cn->addr.s6_addr[12], &((const struct sockaddr_in *)&peer)->sin_addr, 4);
+	}
+	if (IN6_IS_ADDR_V4MAPPED(&cn->addr))
+		inet_ntop(AF_INET, &cn->addr.s6_addr[12], text, sizeof text);
+	else
+		inet_ntop(AF_INET6, &cn->addr, text, sizeof text);
 	struct gate_server *s = cn->w->s;
 	if (atomic_fetch_add(&s->connections, 1) >= s->cfg.max_connections) {
 		atomic_fetch_sub(&s->connections, 1);
@@ -631,7 +639,7 @@ static void conn_begin(struct conn *cn)
 		gate_conn_close(cn);
 		return;
 	}
-	if (!address_admit(s, cn->addr)) {
+	if (!address_admit(s, &cn->addr)) {
 		atomic_fetch_sub(&s->connections, 1);
 		gate_log_limited("refused a connection from %s: it has %u open (--max-per-address)\n", text,
 		    s->cfg.per_address);

@@ -22,6 +22,7 @@
 
 #include "mqc_cli.h"
 #include "mqc_clock.h"
+#include "mqc_net.h"
 #include "mqc_strutil.h"
 #include "mqc_template.h"
 #include "server.h"
@@ -45,8 +46,9 @@ enum {
 
 static const struct mqc_cli_opt options[] = {
 	{ "listen", O_LISTEN, "ADDR:PORT",
-	    "IPv4 address and port to serve on (default 127.0.0.1:8080;\nport 0 picks a free one); "
-	    "prints GATE_API_READY url=... when\nready",
+	    "address and port to serve on: IPV4:PORT, :PORT (every\nIPv4 address) or [IPV6]:PORT "
+	    "([::]:PORT: every address);\ndefault 127.0.0.1:8080; port 0 picks a free one; prints\n"
+	    "GATE_API_READY url=... when ready",
 	    0 },
 	{ "topic-prefix", O_TOPIC_PREFIX, "P",
 	    "commands go to P/{id}/commands/{name} (default devices)", 0 },
@@ -199,22 +201,6 @@ static int on_option(const struct mqc_cli *cli, int key, const char *name, const
 	}
 }
 
-static int parse_listen(const char *text, struct sockaddr_in *sa)
-{
-	const char *colon = strrchr(text, ':');
-	char host[64];
-	uint64_t port;
-	if (!colon || (size_t)(colon - text) >= sizeof host
-	    || mqc_parse_u64(colon + 1, 0, 65535, &port) != 0)
-		return -1;
-	memcpy(host, text, (size_t)(colon - text));
-	host[colon - text] = '\0';
-	*sa = (struct sockaddr_in) { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	if (!host[0])
-		strcpy(host, "0.0.0.0");
-	return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -1;
-}
-
 /* Raise the soft limit on open files to the hard one (each HTTP connection is a descriptor),
  * and return how many connections fit: the limit less some for the pool, the broker connections
  * of the naive route, the loops and the standard streams. */
@@ -346,8 +332,9 @@ int main(int argc, char **argv)
 	g.max_connections = (unsigned)st.max_connections;
 	if (!g.per_address || g.per_address > g.max_connections)
 		g.per_address = g.max_connections; /* no limit of its own */
-	if (parse_listen(st.listen, &g.listen) != 0) {
-		mqc_cli_bad(&cli, "--listen", st.listen, "IPV4:PORT, e.g. 127.0.0.1:8080 or :0");
+	if (mqc_listen_parse(st.listen, &g.listen, &g.listen_len) != 0) {
+		mqc_cli_bad(&cli, "--listen", st.listen,
+		    "IPV4:PORT or [IPV6]:PORT, e.g. 127.0.0.1:8080, :0, [::1]:8080 or [::]:8080");
 		return 2;
 	}
 
@@ -385,10 +372,12 @@ int main(int argc, char **argv)
 		    "mqp-gate-api: no broker connection yet (serving; commands get 502 until "
 		    "there is): %s\n",
 		    why);
-	char addr[INET_ADDRSTRLEN];
-	inet_ntop(AF_INET, &g.listen.sin_addr, addr, sizeof addr);
-	printf("GATE_API_READY url=http://%s:%u broker=%s workers=%u%s\n", addr,
-	    gate_server_port(server), g.broker, workers, g.reply_template ? " model=legacy" : "");
+	struct sockaddr_storage at = g.listen;
+	mqc_sockaddr_set_port((struct sockaddr *)&at, gate_server_port(server));
+	char addr[INET6_ADDRSTRLEN + 8];
+	mqc_sockaddr_text((struct sockaddr *)&at, addr, sizeof addr);
+	printf("GATE_API_READY url=http://%s broker=%s workers=%u%s\n", addr, g.broker, workers,
+	    g.reply_template ? " model=legacy" : "");
 	fflush(stdout);
 
 	int sig = 0;

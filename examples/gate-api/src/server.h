@@ -17,6 +17,7 @@
 #define GATE_SERVER_H
 
 #include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "gate.h"
 #include "mqc_client.h"
@@ -38,7 +39,8 @@ struct gate_config {
 	unsigned max_connections;     /* open HTTP connections, all workers together */
 	unsigned per_address; /* connections from one client address, all workers together (at most
 	                         max_connections: then no limit of its own) */
-	struct sockaddr_in listen;
+	struct sockaddr_storage listen; /* IPv4 or IPv6 (mqc_listen_parse) */
+	socklen_t listen_len;
 	/* The legacy model (MQTT 3.1.1, or asked for): the device answers on this template
 	 * (mqc_template.h) of the command topic; NULL: MQTT 5 request/response. */
 	const char *reply_template;

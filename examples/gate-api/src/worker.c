@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "mqc_clock.h"
+#include "mqc_net.h"
 #include "mqttpool_uv.h"
 #include "worker.h"
 
@@ -82,26 +83,26 @@ static void on_stop(uv_async_t *h)
 
 /* The worker's listening socket on the shared port: SO_REUSEPORT, so the kernel spreads new
  * connections among the workers (libuv 1.44 has no flag for it: the socket is made here). */
-static int listen_on(struct worker *w, struct sockaddr_in sa)
+static int listen_on(struct worker *w, const struct sockaddr *sa, socklen_t salen)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	int one = 1;
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0
 	    || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0
-	    || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, SOMAXCONN) != 0) {
+	    || bind(fd, sa, salen) != 0 || listen(fd, SOMAXCONN) != 0) {
 		int e = errno;
 		if (fd >= 0)
 			close(fd);
 		return -e;
 	}
-	struct sockaddr_in bound = { 0 };
+	struct sockaddr_storage bound = { 0 };
 	socklen_t len = sizeof bound;
 	if (getsockname(fd, (struct sockaddr *)&bound, &len) != 0) {
 		int e = errno;
 		close(fd);
 		return -e;
 	}
-	w->port = ntohs(bound.sin_port);
+	w->port = mqc_sockaddr_port((struct sockaddr *)&bound);
 	uv_tcp_init(&w->loop, &w->listener);
 	w->listener.data = w;
 	w->listening = true;
@@ -138,18 +139,17 @@ static int worker_open(struct worker *w)
 	pthread_rwlock_wrlock(&s->pools_lock);
 	w->pool = pool;
 	pthread_rwlock_unlock(&s->pools_lock);
-	struct sockaddr_in sa = cfg->listen;
-	sa.sin_port = htons((uint16_t)w->port);
+	struct sockaddr_storage sa = cfg->listen;
+	mqc_sockaddr_set_port((struct sockaddr *)&sa, w->port);
 	uv_timer_init(&w->loop, &w->drain);
 	w->drain.data = w;
 	uv_async_init(&w->loop, &w->stop, on_stop);
 	w->stop.data = w;
-	rc = listen_on(w, sa);
+	rc = listen_on(w, (struct sockaddr *)&sa, cfg->listen_len);
 	if (rc != 0) {
-		char addr[INET_ADDRSTRLEN];
-		inet_ntop(AF_INET, &sa.sin_addr, addr, sizeof addr);
-		snprintf(w->err, sizeof w->err, "cannot listen on %s:%u: %s", addr, ntohs(sa.sin_port),
-		    strerror(-rc));
+		char addr[INET6_ADDRSTRLEN + 8];
+		mqc_sockaddr_text((struct sockaddr *)&sa, addr, sizeof addr);
+		snprintf(w->err, sizeof w->err, "cannot listen on %s: %s", addr, strerror(-rc));
 		worker_close(w);
 		uv_run(&w->loop, UV_RUN_DEFAULT);
 		uv_loop_close(&w->loop);
@@ -224,7 +224,7 @@ int gate_server_start(const struct gate_config *cfg, unsigned workers, struct ga
 	s->handlers = &gate_command_handlers;
 	pthread_mutex_init(&s->addr_lock, NULL);
 	pthread_rwlock_init(&s->pools_lock, NULL);
-	unsigned port = ntohs(cfg->listen.sin_port);
+	unsigned port = mqc_sockaddr_port((const struct sockaddr *)&cfg->listen);
 	int rc = 0;
 	/* One at a time: the first picks the port when it is 0, the others share it. */
 	for (unsigned i = 0; i < workers && rc == 0; i++) {

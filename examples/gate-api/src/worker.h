@@ -37,8 +37,10 @@ enum {
 	LINGER_BYTES = 1 << 20, /* ... and how much of it at most */
 };
 
+/* A client's address as a key: an IPv4 client's as IPv6 maps it (::ffff:a.b.c.d), so that one
+ * reaching a [::] listener over IPv4 counts as itself. */
 struct addr_count {
-	uint32_t addr;
+	struct in6_addr addr;
 	unsigned n;
 	UT_hash_handle hh;
 };
@@ -75,7 +77,7 @@ struct conn {
 	uv_tcp_t tcp; /* first: libuv hands back &tcp */
 	struct worker *w;
 	struct conn *prev, *next; /* the worker's open connections */
-	uint32_t addr;
+	struct in6_addr addr;
 	bool counted;   /* in connections and the address's count */
 	bool closing;   /* uv_close called */
 	bool writing;   /* a response is with uv_write */

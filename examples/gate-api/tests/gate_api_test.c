@@ -26,6 +26,7 @@
 struct gate {
 	struct tb_responder proc;
 	int port;
+	char host[64]; /* as its ready line names it: 127.0.0.1, [::1] */
 };
 
 /* Start gate-api against url (NULL: the test broker) with extra arguments, on a free port. */
@@ -60,9 +61,19 @@ static struct gate gate_ready(struct tb_responder proc)
 	FILE *f = fopen(g.proc.log, "r");
 	assert_non_null(f);
 	char line[512];
-	while (fgets(line, sizeof line, f))
-		if (sscanf(line, "GATE_API_READY url=http://127.0.0.1:%d", &g.port) == 1)
-			break;
+	while (fgets(line, sizeof line, f)) {
+		const char *url = strstr(line, "GATE_API_READY url=http://");
+		if (!url)
+			continue;
+		url += strlen("GATE_API_READY url=http://");
+		const char *end = strchr(url, ' '),
+		           *colon = end ? memrchr(url, ':', (size_t)(end - url)) : NULL;
+		if (colon && (size_t)(colon - url) < sizeof g.host) {
+			memcpy(g.host, url, (size_t)(colon - url));
+			g.port = atoi(colon + 1);
+		}
+		break;
+	}
 	fclose(f);
 	assert_true(g.port > 0);
 	return g;
@@ -1109,7 +1120,10 @@ static void bad_options_are_refused_with_a_message(void **state)
 		{ "--timeout", "0", "--timeout: expected a duration from 1ms to 600s, got '0'" },
 		{ "--qos", "3", "--qos: expected 0, 1 or 2, got '3'" },
 		{ "-q", "3", "-q: expected 0, 1 or 2, got '3'" },
-		{ "--listen", "nowhere", "--listen: expected IPV4:PORT" },
+		{ "--listen", "nowhere", "--listen: expected IPV4:PORT or [IPV6]:PORT" },
+		{ "--listen", "[::1]", "--listen: expected IPV4:PORT or [IPV6]:PORT" },
+		{ "--listen", "::1:80", "--listen: expected IPV4:PORT or [IPV6]:PORT" },
+		{ "--listen", "[::1]:65536", "--listen: expected IPV4:PORT or [IPV6]:PORT" },
 		{ "--topic-prefix", "a/#", "--topic-prefix: expected a topic without wildcards" },
 		{ "--workers", "20", "--workers 20 needs --pool-max 20 or more" },
 		{ "--workers", "0", "--workers: expected 1 to 256, got '0'" },
@@ -1154,6 +1168,50 @@ static bool health_says(int port, const char *want, int timeout_ms)
 		}
 		nanosleep(&(struct timespec) { .tv_nsec = 20000000 }, NULL);
 	}
+}
+
+/* GET /healthz over IPv6 loopback, on the gateway listening at port: the status line. */
+static void healthz_over_ipv6(int port, char *buf, size_t cap)
+{
+	int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6,
+		.sin6_port = htons((uint16_t)port),
+		.sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+	struct timeval tv = { .tv_sec = 5 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	raw_send(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	raw_read(fd, buf, cap, NULL);
+	close(fd);
+}
+
+/* --listen as users type an IPv6 address: [::1]:0 serves on IPv6 loopback and says so in its
+ * ready line; [::]:0 serves IPv6 and IPv4 alike. */
+static void listens_on_ipv6_as_users_type_it(void **state)
+{
+	(void)state;
+	char buf[4096];
+	const char *v6[]
+	    = { GATE_API_PATH, "--broker", tb_test_info()->mqtt_url, "--listen", "[::1]:0", NULL };
+	struct gate g = gate_start_head(v6, NULL);
+	if (strcmp(g.host, "[::1]") != 0)
+		fail_msg("its ready line names %s, not [::1]", g.host);
+	healthz_over_ipv6(g.port, buf, sizeof buf);
+	if (strncmp(buf, "HTTP/1.1 200", 12) != 0)
+		fail_msg("GET /healthz on [::1]:%d: %s", g.port, buf);
+	gate_stop(&g, 5000);
+
+	const char *any[]
+	    = { GATE_API_PATH, "--broker", tb_test_info()->mqtt_url, "--listen", "[::]:0", NULL };
+	g = gate_start_head(any, NULL);
+	healthz_over_ipv6(g.port, buf, sizeof buf);
+	if (strncmp(buf, "HTTP/1.1 200", 12) != 0)
+		fail_msg("GET /healthz on [::1]:%d of [::]: %s", g.port, buf);
+	struct http_result r = http(g.port, "GET", "/healthz", NULL); /* IPv4 on the same socket */
+	if (r.status != 200)
+		fail_msg("GET /healthz on 127.0.0.1:%d of [::]: status %d", g.port, r.status);
+	gate_stop(&g, 5000);
 }
 
 static void two_brokers_one_gateway(void **state)
@@ -1295,6 +1353,7 @@ int main(void)
 		cmocka_unit_test(a_silent_device_is_504),
 		cmocka_unit_test(a_device_nobody_listens_for_is_503_at_once),
 		cmocka_unit_test(two_brokers_one_gateway),
+		cmocka_unit_test(listens_on_ipv6_as_users_type_it),
 		cmocka_unit_test(a_hanging_resolver_never_stalls_the_loop),
 		cmocka_unit_test(bad_input_is_refused_and_never_published),
 		cmocka_unit_test(http_pipelining_continue_head_and_413),
