@@ -97,48 +97,54 @@ start_mosquitto() { # BINARY [ws]: with a WebSockets listener (2.1's own)
   wait_port "$port" 10 && url=mqtt://127.0.0.1:$port
 }
 
+# ejabberd_node DIR LOG ADDRESS PORT WSPORT NODE [CTL_LINE...]: one ejabberd VM as ejabberd's user,
+# its files in DIR (made), mod_mqtt on ADDRESS:PORT and, with a WSPORT, MQTT over WebSockets at
+# ws://ADDRESS:WSPORT/mqtt (ejabberd_http hands /mqtt to mod_mqtt), anonymous login, the Erlang
+# node NODE; CTL_LINEs go into its ejabberdctl.cfg (a cluster's distribution port and cookie).
+# Sets ejabberd_session (the session leader to stop) and ejabberd_pidfile (the VM's pid, once up);
+# returns once it listens (60 s at most). Its output goes to LOG.
+ejabberd_node() {
+  local d=$1 log=$2 ip=$3 p=$4 wp=$5 node=$6
+  shift 6
+  mkdir -p "$d/logs" "$d/spool"
+  {
+    printf 'hosts:\n  - localhost\nloglevel: warning\nauth_method: [anonymous]\n'
+    printf 'anonymous_protocol: login_anon\nlisten:\n'
+    printf '  -\n    port: %s\n    ip: "%s"\n    module: mod_mqtt\n    backlog: 1000\n' "$p" "$ip"
+    [ -n "$wp" ] && printf '  -\n    port: %s\n    ip: "%s"\n    module: ejabberd_http\n    request_handlers:\n      /mqtt: mod_mqtt\n' "$wp" "$ip"
+    printf 'modules:\n  mod_mqtt: {}\n'
+  } >"$d/ejabberd.yml"
+  # Not Debian's ejabberdctl.cfg (it names /etc/ejabberd/ejabberd.yml); the pid file: the Erlang
+  # VM runs under ejabberd's user in a session of its own, and is stopped by that pid.
+  printf '%s\n' "EJABBERD_PID_PATH=$d/ejabberd.pid" "$@" >"$d/ejabberdctl.cfg"
+  ejabberd_pidfile=$d/ejabberd.pid
+  chmod 755 "$(dirname "$d")" # ejabberd runs as its own user
+  chown -R ejabberd: "$d" 2>/dev/null
+  # As ejabberd's user by setpriv, not by ejabberdctl's su: su's PAM session resets the file limit.
+  (ulimit -n 20000 && HOME=$(getent passwd ejabberd | cut -d: -f6) && export HOME && cd "$d" \
+    && exec setsid setpriv --reuid ejabberd --regid ejabberd --init-groups ejabberdctl --config "$d/ejabberd.yml" --ctl-config "$d/ejabberdctl.cfg" \
+    --logs "$d/logs" --spool "$d/spool" --node "$node" foreground) >"$log" 2>&1 &
+  ejabberd_session=$!
+  local _
+  for _ in $(seq 600); do
+    (echo >"/dev/tcp/$ip/$p") 2>/dev/null && break
+    sleep 0.1
+  done
+  (echo >"/dev/tcp/$ip/$p") 2>/dev/null && wait_file "$ejabberd_pidfile" 10
+}
+
 start_ejabberd() {
   command -v ejabberdctl >/dev/null || { echo "ejabberd is not installed (scripts/setup --interop)" >"$tmp/broker.log"; return 1; }
   port=$("$free_port") wsport=$("$free_port")
-  local d=$tmp/ejabberd
-  mkdir -p "$d/logs" "$d/spool"
-  wsurl=ws://127.0.0.1:$wsport/mqtt # MQTT over WebSocket: ejabberd_http hands /mqtt to mod_mqtt
-  cat >"$d/ejabberd.yml" <<EOF
-hosts:
-  - localhost
-loglevel: warning
-auth_method: [anonymous]
-anonymous_protocol: login_anon
-listen:
-  -
-    port: $port
-    ip: "127.0.0.1"
-    module: mod_mqtt
-    backlog: 1000
-  -
-    port: $wsport
-    ip: "127.0.0.1"
-    module: ejabberd_http
-    request_handlers:
-      /mqtt: mod_mqtt
-modules:
-  mod_mqtt: {}
-EOF
-  # Not Debian's ejabberdctl.cfg (it names /etc/ejabberd/ejabberd.yml); the pid file: the Erlang
-  # VM runs under ejabberd's user in a session of its own, and is stopped by that pid.
-  echo "EJABBERD_PID_PATH=$d/ejabberd.pid" >"$d/ejabberdctl.cfg"
-  ejabberd_pidfile=$d/ejabberd.pid
-  chmod 755 "$tmp" # ejabberd runs as its own user
-  chown -R ejabberd: "$d" 2>/dev/null
+  wsurl=ws://127.0.0.1:$wsport/mqtt
   broker_log=$tmp/broker.log protocol=5
   version=$(dpkg-query -W -f '${Version}' ejabberd 2>/dev/null | sed 's/-[^-]*$//')
   note_epmd
-  # As ejabberd's user by setpriv, not by ejabberdctl's su: su's PAM session resets the file limit.
-  (ulimit -n 20000 && HOME=$(getent passwd ejabberd | cut -d: -f6) && export HOME \
-    && exec setsid setpriv --reuid ejabberd --regid ejabberd --init-groups ejabberdctl --config "$d/ejabberd.yml" --ctl-config "$d/ejabberdctl.cfg" \
-    --logs "$d/logs" --spool "$d/spool" --node "mqpinterop$port@localhost" foreground) >"$tmp/broker.log" 2>&1 &
-  broker_pid=$!
-  wait_port "$port" 60 && wait_file "$ejabberd_pidfile" 10 || return 1
+  local rc=0
+  ejabberd_node "$tmp/ejabberd" "$tmp/broker.log" 127.0.0.1 "$port" "$wsport" \
+    "mqpinterop$port@localhost" || rc=1
+  broker_pid=$ejabberd_session
+  [ $rc = 0 ] || return 1
   measure_pid=$(cat "$ejabberd_pidfile") url=mqtt://127.0.0.1:$port
 }
 
