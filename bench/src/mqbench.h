@@ -111,7 +111,7 @@ struct bench_failures {
 	pthread_mutex_t lock;
 	const char *mode;
 	struct {
-		char cause[400];
+		char cause[512]; /* a pool's mqp_pool_last_error, whole */
 		uint64_t count;
 		bool connection;
 	} c[BENCH_CAUSES];
@@ -120,7 +120,7 @@ struct bench_failures {
 	uint64_t connection;             /* of all, connection failures */
 	atomic_uint_fast64_t last_ok_ns; /* the last outcome that was not a connection failure */
 	atomic_bool give_up;             /* --fail-after passed with nothing but those */
-	char give_up_cause[400];
+	char give_up_cause[512];
 };
 void bench_failures_init(struct bench_failures *f, const char *mode, uint64_t now);
 void bench_failures_free(struct bench_failures *f);

@@ -306,6 +306,7 @@ static struct mqp_pool_options pool_options(const struct bench_opts *o)
 	po.client_id_prefix = "mqbench";
 	po.protocol = o->net.conn.protocol == 4 ? 4 : 5;
 	po.ws_header = o->net.ws_header;
+	po.v311_advice = "use --protocol 3.1.1"; /* as the naive and dedicated modes say */
 	return po;
 }
 

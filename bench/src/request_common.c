@@ -36,15 +36,18 @@ void bench_failures_ok(struct bench_failures *f, uint64_t now)
 void bench_failure(struct bench_failures *f, const char *cause, bool connection, uint64_t now,
     uint64_t fail_after_ns)
 {
+	/* Compared as kept: a cause longer than the slot is the same cause every time, said once. */
+	char kept[sizeof f->c[0].cause];
+	snprintf(kept, sizeof kept, "%s", cause);
 	pthread_mutex_lock(&f->lock);
 	unsigned i = 0;
-	while (i < f->n && strcmp(f->c[i].cause, cause) != 0)
+	while (i < f->n && strcmp(f->c[i].cause, kept) != 0)
 		i++;
 	if (i == f->n && f->n < BENCH_CAUSES) { /* a new cause: said once, now */
-		snprintf(f->c[i].cause, sizeof f->c[i].cause, "%s", cause);
+		memcpy(f->c[i].cause, kept, sizeof kept);
 		f->c[i].connection = connection;
 		f->n++;
-		fprintf(stderr, "mqbench: %s: %s\n", f->mode, cause);
+		fprintf(stderr, "mqbench: %s: %s\n", f->mode, kept);
 	}
 	if (i < f->n)
 		f->c[i].count++;

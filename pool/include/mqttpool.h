@@ -157,6 +157,11 @@ struct mqp_pool_options {
 	 * upgrade request, "Name: value" without CR or LF (a proxy's "Authorization: Bearer ...");
 	 * NULL: none. */
 	const char *ws_header;
+	/* (0.5) With protocol 5, when the broker turns out to speak only MQTT 3.1.1: what the
+	 * diagnosis (mqp_pool_last_error, the log) tells the user to do, in the program's own
+	 * words - a tool with a flag for it names the flag ("use --protocol 3.1.1"). NULL: "set
+	 * options.protocol = 4 (MQTT 3.1.1) and send requests with mqp_pool_request_legacy". */
+	const char *v311_advice;
 };
 
 #define MQP_LB_RANDOM   0

@@ -538,8 +538,9 @@ static void probe_verdict(struct mqp_pool *p, bool answered, uint8_t code, const
 	                   .said = p->probe_said,
 	                   .v311_works = answered && code == 0,
 	                   .seen = seen,
-	                   .fix = "set options.protocol = 4 (MQTT 3.1.1) and send requests with "
-	                          "mqp_pool_request_legacy" },
+	                   .fix = p->v311_advice ? p->v311_advice
+	                                         : "set options.protocol = 4 (MQTT 3.1.1) and send "
+	                                           "requests with mqp_pool_request_legacy" },
 	    text, sizeof text);
 	mqp__set_error(p, "%s", text);
 	/* A refusal only when the broker refused: the pool stops trying and callers fail at once. */

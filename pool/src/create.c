@@ -36,6 +36,7 @@ static void pool_free(struct mqp_pool *p)
 	free(p->certfile);
 	free(p->keyfile);
 	free(p->ws_header);
+	free(p->v311_advice);
 	free(p->conns);
 	free(p->nodes);
 	free(p->lease_gen);
@@ -231,13 +232,16 @@ mqp_err mqp_pool_new(const char *broker_url, const struct mqp_pool_options *opti
 	p->keyfile = dup_or_null(o->keyfile);
 	p->ws_header = dup_or_null(o->ws_header);
 	p->opt.ws_header = p->ws_header;
+	p->v311_advice = dup_or_null(o->v311_advice);
+	p->opt.v311_advice = p->v311_advice;
 	p->conns = calloc(p->opt.max_size, sizeof *p->conns);
 	p->lease_gen = calloc(p->opt.max_size, sizeof *p->lease_gen);
 	p->lease_held = calloc(p->opt.max_size, sizeof *p->lease_held);
 	p->lease_info = calloc(p->opt.max_size, sizeof *p->lease_info);
 	if (mqc_hist_init(&p->h_request, 7) || mqc_hist_init(&p->h_acquire, 7)
 	    || mqc_hist_init(&p->h_connect, 7) || !p->client_prefix || !p->inbox_prefix || !p->conns
-	    || !p->lease_gen || !p->lease_held || !p->lease_info || (o->ws_header && !p->ws_header)) {
+	    || !p->lease_gen || !p->lease_held || !p->lease_info || (o->ws_header && !p->ws_header)
+	    || (o->v311_advice && !p->v311_advice)) {
 		pool_free(p);
 		return fail(err, errlen, MQP_ENOMEM, "out of memory");
 	}

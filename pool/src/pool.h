@@ -171,7 +171,8 @@ struct mqp_pool {
 	struct pnode *nodes;
 	unsigned nnodes;
 	char *client_prefix, *inbox_prefix, *username, *password, *cafile, *certfile, *keyfile;
-	char *ws_header; /* options.ws_header, copied */
+	char *ws_header;   /* options.ws_header, copied */
+	char *v311_advice; /* options.v311_advice, copied (NULL: the library's words) */
 	SSL_CTX *ssl_ctx;
 	pthread_t thread;
 	int ep;

@@ -246,11 +246,14 @@ static void fake_stop(struct fake *f)
 /* The pool's mqp_pool_stats.v311_only after the last request_and_say. */
 static unsigned said_v311_only;
 
+static const char *advice; /* options.v311_advice of request_and_say's pool */
+
 static mqp_err request_and_say(const char *url, int protocol, char *why, size_t len, uint64_t *took)
 {
 	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
 	o.min_size = 0;
 	o.protocol = protocol;
+	o.v311_advice = advice;
 	mqp_pool *p = NULL;
 	char err[256];
 	assert_int_equal(mqp_pool_new(url, &o, &p, err, sizeof err), MQP_OK);
@@ -350,10 +353,19 @@ static void a_broker_that_speaks_only_311_is_named_and_confirmed(void **state)
 		mqp_pool_destroy(p);
 		fake_stop(&f);
 	}
-	/* 3.1.1 closed too: the message does not blame the protocol version. */
-	struct fake f = fake_start("close-all");
+	/* A program's own words for the fix (mqbench's flag) replace the library's, kept whole. */
+	struct fake f = fake_start("v311-only");
 	char why[1024];
 	uint64_t took;
+	advice = "run it with --protocol 3.1.1";
+	assert_int_equal(request_and_say(f.url, 5, why, sizeof why, &took), MQP_EREFUSED);
+	advice = NULL;
+	if (!strstr(why, "was accepted): run it with --protocol 3.1.1")
+	    || strstr(why, "options.protocol"))
+		fail_msg("v311_advice: %s", why);
+	fake_stop(&f);
+	/* 3.1.1 closed too: the message does not blame the protocol version. */
+	f = fake_start("close-all");
 	assert_int_equal(request_and_say(f.url, 5, why, sizeof why, &took), MQP_ECONNECT);
 	assert_int_equal(said_v311_only, 0);
 	if (!strstr(why, "an MQTT 3.1.1 CONNECT right after fared no better")

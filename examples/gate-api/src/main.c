@@ -248,6 +248,7 @@ int main(int argc, char **argv)
 		.max_pending = 256 };
 	static struct mqc_cli_conn conn = { .qos = 1, .conn.id_prefix = "gate" };
 	struct mqp_pool_options po = MQP_POOL_OPTIONS_INIT;
+	po.v311_advice = "run mqp-gate-api with --protocol 3.1.1";
 	struct settings st = { .g = &g,
 		.po = &po,
 		.listen = "127.0.0.1:8080",
