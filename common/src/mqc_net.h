@@ -22,6 +22,14 @@
 void mqc_tcp_quickack(int fd);
 
 /**
+ * Data written to the TCP socket fd and not acknowledged within ms fails the connection
+ * (TCP_USER_TIMEOUT; its connect too): a link that went dark is an error in bounded time even
+ * when nothing is read, instead of after tcp_retries2 (about 15 minutes). Does nothing for fd < 0
+ * or ms 0; errors are ignored.
+ */
+void mqc_tcp_user_timeout(int fd, unsigned ms);
+
+/**
  * A numeric address to listen on, as users type it: `IPV4:PORT`, `:PORT` (every IPv4 address),
  * `[IPV6]:PORT` (`[::]:PORT`: every address, IPv4 too unless the system says otherwise). PORT
  * 0 to 65535 (0: a free one). Fills out and *len; 0, or -1 when text is not such an address (out

@@ -19,6 +19,12 @@
 /* -1 not read yet, 0 off, 1 on: MQTTPOOL_TCP_QUICKACK=0 turns it off (to measure it). */
 static atomic_int quickack = -1;
 
+void mqc_tcp_user_timeout(int fd, unsigned ms)
+{
+	if (fd >= 0 && ms)
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms);
+}
+
 void mqc_tcp_quickack(int fd)
 {
 	int on = atomic_load_explicit(&quickack, memory_order_relaxed);

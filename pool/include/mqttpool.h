@@ -162,6 +162,22 @@ struct mqp_pool_options {
 	 * words - a tool with a flag for it names the flag ("use --protocol 3.1.1"). NULL: "set
 	 * options.protocol = 4 (MQTT 3.1.1) and send requests with mqp_pool_request_legacy". */
 	const char *v311_advice;
+	/* (0.5) Liveness, from what a connection receives (see "A node that goes silent" in the
+	 * README). A connection with calls outstanding that has received nothing for silence_ms
+	 * sends a PINGREQ; an idle one does after half the keepalive. When nothing at all arrives
+	 * within ping_timeout_ms of that PINGREQ the connection is unresponsive - a broker that
+	 * hangs, a link that went dark - and its calls fail at once with MQP_ECONNLOST, naming
+	 * the node, what was outstanding and for how long; the node is suspect: its other
+	 * connections are pinged and carry nothing new until they answer, and it takes new
+	 * connections again after a fresh CONNACK and PINGRESP. 0: 500 and 1000, a silent node
+	 * noticed within about 1.6 s under load (the check runs every 100 ms). A slow device does
+	 * not trip it (the broker answers the PINGREQ while the device thinks); a broker that
+	 * stops for longer than both (a pause, a full disk) does, and its requests go to the
+	 * other nodes. silence_ms MQP_NEVER: the idle pings only. Every socket also gets
+	 * TCP_USER_TIMEOUT 2 x (silence_ms + ping_timeout_ms), at least 3000 ms, so a write
+	 * nobody acknowledges fails even when nothing is being read. */
+	unsigned silence_ms;
+	unsigned ping_timeout_ms;
 };
 
 #define MQP_LB_RANDOM   0
@@ -567,6 +583,13 @@ struct mqp_node_stats {
 	uint64_t redirects;   /* DISCONNECT or CONNACK 0x8B, 0x9C, 0x9D from it */
 	char last_error[512]; /* what last went wrong there ("" when nothing has) */
 	unsigned inflight;    /* requests and publishes on its connections awaiting completion */
+	/* (0.5) 1 while it is suspect: a connection there went unresponsive (options.silence_ms),
+	 * since unresponsive_since_ms (CLOCK_REALTIME, ms since the epoch; 0 when it is not), until
+	 * a new connection's CONNACK and PINGRESP; unresponsive: how many of its connections went so.
+	 */
+	unsigned suspect;
+	uint64_t unresponsive_since_ms;
+	uint64_t unresponsive;
 };
 
 /**

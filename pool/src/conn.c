@@ -19,6 +19,7 @@
 #include "mqc_codec.h"
 #include "mqc_random.h"
 #include "mqc_verdict.h"
+#include "node.h"
 
 /* What the pool tells the broker in CONNECT: QoS 1 and 2 messages it may have unacknowledged
  * with us (the pool acknowledges each at once), and the largest packet we take. */
@@ -26,211 +27,6 @@ enum { RECEIVE_MAX = 256 };
 /* MQTT 3.1.1 has no Receive Maximum: as many QoS 1 and 2 publishes in flight as libmosquitto
  * allows by default. */
 enum { QUOTA_311 = 20 };
-
-/* --- completing operations ---------------------------------------------------------------- */
-
-/* A lease granted to a caller that had just given up (past its deadline and grace): nobody holds
- * it, so it goes straight back, as if released at once (it has no subscriptions yet). */
-static void lease_abandoned(struct mqp_pool *p, unsigned slot)
-{
-	struct pconn *c = &p->conns[slot];
-	c->leased = false;
-	c->idle_since = c->last_used = mqc_now_ns();
-	mqp__lease_end(p, slot);
-}
-
-void mqp__lease_end(struct mqp_pool *p, unsigned slot)
-{
-	p->lease_held[slot] = false;
-	p->lease_gen[slot]++; /* every copy of the old handle is now stale */
-	atomic_fetch_add(&p->stats.releases, 1);
-	if (atomic_fetch_sub(&p->stats.leased, 1) == 1)
-		mqp__inbox_wake_drainers(&p->inbox);
-}
-
-/* Take op out of the lists a connection keeps it in besides c->ops. */
-static void unlink_waits(struct pconn *c, struct op *op)
-{
-	for (unsigned i = 0; i < c->nmids; i++)
-		if (c->mids[i].op == op)
-			c->mids[i].op = NULL; /* the acknowledgement may still come: nobody waits for it */
-	struct op **pp;
-	if (op->held) {
-		for (pp = &c->held; *pp; pp = &(*pp)->wait_next)
-			if (*pp == op) {
-				*pp = op->wait_next;
-				break;
-			}
-		c->held_tail = &c->held;
-		while (*c->held_tail)
-			c->held_tail = &(*c->held_tail)->wait_next;
-		op->held = false;
-	}
-	if (op->awaiting_write) {
-		for (pp = &c->written; *pp; pp = &(*pp)->wait_next)
-			if (*pp == op) {
-				*pp = op->wait_next;
-				break;
-			}
-		op->awaiting_write = false;
-	}
-}
-
-/* A legacy request ends: out of the pool's tables, its reply topic given back - quarantined for
- * its timeout again when it was sent and not answered and no match callback can tell a late
- * reply from the next request's. */
-static void legacy_end(struct mqp_pool *p, struct op *op, int result)
-{
-	if (op->legacy_waiting) {
-		for (struct op **pp = &p->legacy_wait; *pp; pp = &(*pp)->wait_next)
-			if (*pp == op) {
-				*pp = op->wait_next;
-				break;
-			}
-		p->legacy_wait_tail = &p->legacy_wait;
-		while (*p->legacy_wait_tail)
-			p->legacy_wait_tail = &(*p->legacy_wait_tail)->wait_next;
-		op->legacy_waiting = false;
-	}
-	if (op->in_legacy) {
-		HASH_DELETE(hh_legacy, p->legacy, op);
-		op->in_legacy = false;
-	}
-	if (op->claimed) {
-		bool doubt = op->sent && result != MQP_OK && !op->match;
-		mqp__unclaim(op->reply_topic, mqc_now_ns(), doubt ? op->deadline - op->submitted : 0,
-		    op->sent && op->conn ? op->conn->token : 0);
-		op->claimed = false;
-	}
-}
-
-void mqp__legacy_wait(struct mqp_pool *p, struct op *op)
-{
-	op->legacy_waiting = true;
-	op->wait_next = NULL;
-	*p->legacy_wait_tail = op;
-	p->legacy_wait_tail = &op->wait_next;
-}
-
-void mqp__finish(struct mqp_pool *p, struct op *op, int result)
-{
-	mqp__heap_remove(&p->heap, op);
-	if (op->kind == OP_LEGACY)
-		legacy_end(p, op, result);
-	if (op->ticket)
-		HASH_DELETE(hh_ticket, p->tickets, op);
-	if (op->in_pending) {
-		HASH_DEL(p->pending, op);
-		op->in_pending = false;
-	}
-	if (op->conn) {
-		struct pconn *c = op->conn;
-		for (struct op **pp = &c->ops; *pp; pp = &(*pp)->conn_next)
-			if (*pp == op) {
-				*pp = op->conn_next;
-				break;
-			}
-		unlink_waits(c, op);
-		c->inflight--;
-		atomic_fetch_sub(&p->stats.inflight, 1); /* exact before the caller wakes */
-		op->conn = NULL;
-	}
-	if (op->receiving_on) {
-		op->receiving_on->receiver = NULL;
-		op->receiving_on = NULL;
-	}
-	if (result == MQP_ETIMEDOUT || result == MQP_EEXHAUSTED)
-		atomic_fetch_add(&p->stats.timeouts, 1);
-	if (result == MQP_ETIMEDOUT && op->kind == OP_ACQUIRE)
-		atomic_fetch_add(&p->stats.acquire_timeouts, 1);
-	if (result == MQP_ECANCELED)
-		atomic_fetch_add(&p->stats.cancels, 1);
-	if (result == MQP_OK
-	    && (op->kind == OP_REQUEST || op->kind == OP_LEGACY || op->kind == OP_ACQUIRE)) {
-		pthread_mutex_lock(&p->report_lock);
-		mqc_hist_record(
-		    op->kind == OP_ACQUIRE ? &p->h_acquire : &p->h_request, mqc_now_ns() - op->submitted);
-		pthread_mutex_unlock(&p->report_lock);
-	}
-	if (p->defer_callbacks && (op->request_cb || op->done_cb || op->acquire_cb)) {
-		/* A call on the loop's thread is running: its callback must not run inside it. */
-		op->result = result;
-		op->queue_next = NULL;
-		*p->later_tail = op;
-		p->later_tail = &op->queue_next;
-		return;
-	}
-	mqp__deliver(p, op, result);
-}
-
-void mqp__deliver(struct mqp_pool *p, struct op *op, int result)
-{
-	if (op->request_cb) /* async: the one and only call, on this thread, no lock held */
-		op->request_cb(op->userdata, result, result == MQP_OK ? &op->reply : NULL);
-	else if (op->done_cb)
-		op->done_cb(op->userdata, result);
-	else if (op->acquire_cb)
-		op->acquire_cb(op->userdata, result,
-		    result == MQP_OK
-		        ? (mqp_lease) { .pool = p, .slot = op->slot, .generation = op->generation }
-		        : (mqp_lease) { 0 });
-	else {
-		/* A caller waits: its call is over before it wakes, so a drain it makes next (or
-		 * anyone's) does not still count it. */
-		mqp__inbox_done(&p->inbox);
-		if (!mqp__op_complete(op, result) && op->kind == OP_ACQUIRE && result == MQP_OK)
-			lease_abandoned(p, op->slot); /* drain also waits for the lease count */
-		mqp__op_unref(op);
-		return;
-	}
-	/* Only now is an async call over: a drain must not return while its callback still runs. */
-	mqp__inbox_done(&p->inbox);
-	mqp__op_unref(op);
-}
-
-/* --- lease message queues ---------------------------------------------------------------- */
-
-void mqp__lease_clear(struct mqp_pool *p, struct pconn *c)
-{
-	while (c->qhead) {
-		struct lmsg *l = c->qhead;
-		c->qhead = l->next;
-		mqp_message_free(&l->m);
-		free(l);
-		atomic_fetch_add(&p->stats.stale_dropped, 1); /* never reaches the next borrower */
-	}
-	c->qtail = &c->qhead;
-	for (size_t i = 0; i < c->nfilters; i++)
-		free(c->filters[i]);
-	free(c->filters);
-	c->filters = NULL;
-	c->nfilters = 0;
-	c->retained_ok = false;
-}
-
-/* --- errors and logging ------------------------------------------------------------------ */
-
-void mqp__set_error(struct mqp_pool *p, const char *fmt, ...)
-{
-	va_list ap;
-	pthread_mutex_lock(&p->report_lock);
-	va_start(ap, fmt);
-	vsnprintf(p->last_error, sizeof p->last_error, fmt, ap);
-	va_end(ap);
-	pthread_mutex_unlock(&p->report_lock);
-}
-
-void mqp__log(struct mqp_pool *p, int level, const char *fmt, ...)
-{
-	if (!p->opt.log_cb)
-		return;
-	char text[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof text, fmt, ap);
-	va_end(ap);
-	p->opt.log_cb(p->opt.userdata, level, text);
-}
 
 /* --- packet identifiers ------------------------------------------------------------------- */
 
@@ -268,76 +64,6 @@ static void mid_drop(struct pconn *c, struct mid_use *u)
 
 /* --- connections ------------------------------------------------------------------------ */
 
-/* Randomness for spreading retries and retirements (not for secrets): the clock when the
- * kernel has none to give. */
-static uint32_t jitter(void)
-{
-	uint32_t r;
-	return mqc_random_bytes(&r, sizeof r) == 0 ? r : (uint32_t)mqc_now_ns();
-}
-
-/* Whether every node is failing, and when the first of them may be tried again. */
-static void nodes_failing(struct mqp_pool *p)
-{
-	p->connect_failed = true;
-	p->backoff_until = UINT64_MAX;
-	for (unsigned i = 0; i < p->nnodes; i++) {
-		const struct pnode *n = &p->nodes[i];
-		p->connect_failed &= n->failing;
-		if (n->failing && n->backoff_until < p->backoff_until)
-			p->backoff_until = n->backoff_until;
-	}
-}
-
-/* A connect to node failed (p->last_error says why): it waits, longer each time in a row. */
-static void backoff(struct mqp_pool *p, unsigned node)
-{
-	struct pnode *n = &p->nodes[node];
-	atomic_fetch_add(&p->stats.connects_failed, 1);
-	atomic_fetch_add(&n->connects_failed, 1);
-	n->backoff_ms = mqp__backoff_next(n->backoff_ms);
-	unsigned wait = mqp__backoff_wait_ms(n->backoff_ms, jitter());
-	n->backoff_until = mqc_now_ns() + (uint64_t)wait * MQC_NS_PER_MS;
-	n->failing = true;
-	atomic_store(&n->a_failing, 1);
-	nodes_failing(p);
-	char why[512];
-	pthread_mutex_lock(&p->report_lock);
-	snprintf(why, sizeof why, "%s", p->last_error);
-	snprintf(n->last_error, sizeof n->last_error, "%s", p->last_error);
-	pthread_mutex_unlock(&p->report_lock);
-	if (p->nnodes > 1)
-		mqp__log(
-		    p, MQP_LOG_WARNING, "mqttpool: %s; next attempt at %s in %u ms", why, n->where, wait);
-	else
-		mqp__log(p, MQP_LOG_WARNING, "mqttpool: %s; next attempt in %u ms", why, wait);
-}
-
-/* A ready connection of node c was lost (p->last_error says how). */
-static void lost(struct mqp_pool *p, const struct pconn *c)
-{
-	struct pnode *n = &p->nodes[c->node];
-	atomic_fetch_add(&p->stats.connections_lost, 1);
-	atomic_fetch_add(&n->connections_lost, 1);
-	pthread_mutex_lock(&p->report_lock);
-	snprintf(n->last_error, sizeof n->last_error, "%s", p->last_error);
-	pthread_mutex_unlock(&p->report_lock);
-}
-
-/* c is leaving the node's gauges (closing, or closed). */
-static void node_leave(struct mqp_pool *p, struct pconn *c)
-{
-	if (c->probe || !c->open)
-		return;
-	struct pnode *n = &p->nodes[c->node];
-	if (c->ready)
-		atomic_fetch_sub(&n->a_ready, 1);
-	if (c->stage != STAGE_CLOSING) {
-		n->conns--;
-		atomic_fetch_sub(&n->a_conns, 1);
-	}
-}
-
 static void conn_fail_ops(struct mqp_pool *p, struct pconn *c, int result)
 {
 	while (c->ops)
@@ -364,7 +90,7 @@ static void session_free(struct pconn *c)
 
 void mqp__conn_close(struct mqp_pool *p, struct pconn *c)
 {
-	node_leave(p, c);
+	mqp__node_leave(p, c);
 	conn_fail_ops(p, c, MQP_ECONNLOST);
 	mqp__wire_close(&c->w); /* the socket leaves the epoll set as it closes */
 	if (c->receiver)
@@ -402,7 +128,7 @@ void mqp__conn_retire(struct mqp_pool *p, struct pconn *c)
 		mqp__conn_close(p, c);
 		return;
 	}
-	node_leave(p, c); /* a closing connection takes no work: another may open meanwhile */
+	mqp__node_leave(p, c); /* a closing connection takes no work: another may open meanwhile */
 	c->stage = STAGE_CLOSING;
 	c->ready = false;
 	c->closing_until = mqc_now_ns() + (uint64_t)CLOSING_MS * MQC_NS_PER_MS;
@@ -420,17 +146,11 @@ static void conn_ready(struct pconn *c)
 	pthread_mutex_unlock(&c->pool->report_lock);
 	c->retire_at = c->pool->opt.max_lifetime_ms == MQP_NEVER
 	    ? UINT64_MAX
-	    : mqp__retire_at(now, lifetime, jitter());
+	    : mqp__retire_at(now, lifetime, mqp__random32());
 	atomic_fetch_add(&c->pool->stats.connects_ok, 1);
-	struct pnode *n = &c->pool->nodes[c->node];
-	atomic_fetch_add(&n->connects_ok, 1);
-	atomic_fetch_add(&n->a_ready, 1);
-	n->backoff_ms = 0;
-	n->failing = false;
-	atomic_store(&n->a_failing, 0);
-	c->pool->connect_failed = false;
 	c->pool->refused = false;
 	atomic_store(&c->pool->stats.v311_only, 0);
+	mqp__node_up(c->pool, c);
 }
 
 /* Open c (a slot, or the probe) to node: TCP, TLS, then CONNECT once open. */
@@ -466,7 +186,7 @@ static int conn_start(struct mqp_pool *p, struct pconn *c, int protocol, unsigne
 	c->connect_start = mqc_now_ns();
 	c->connect_deadline = c->connect_start + (uint64_t)p->opt.connect_timeout_ms * MQC_NS_PER_MS;
 	struct pnode *n = &p->nodes[node];
-	if (mqp__wire_start(&c->w, &n->url, p->ws_header, n->next_addr++, p->ssl_ctx, &p->watcher, c)
+	if (mqp__wire_start(&c->w, &n->url, &p->wire_opts, n->next_addr++, p->ssl_ctx, &p->watcher, c)
 	    != MQP_WIRE_OK) {
 		mqp__set_error(p, "%s", c->w.err);
 		return -1;
@@ -483,13 +203,13 @@ void mqp__conn_open(struct mqp_pool *p, struct pconn *c, unsigned node)
 {
 	if (conn_start(p, c, p->opt.protocol, node) != 0) {
 		*c = (struct pconn) { .w = { .fd = -1 } };
-		backoff(p, node);
+		mqp__node_failed(p, node);
 		return;
 	}
 	if (mqp__corr_init(&c->corr) != 0) {
 		mqp__set_error(p, "no random bytes for a correlation key: %s", strerror(errno));
 		mqp__conn_close(p, c);
-		backoff(p, node);
+		mqp__node_failed(p, node);
 		return;
 	}
 	snprintf(c->inbox, sizeof c->inbox, "%s/%s", p->inbox_prefix, c->id);
@@ -573,48 +293,6 @@ static void conn_error(struct mqp_pool *p, struct pconn *c, const char *fmt, ...
 	c->dead = true;
 	if (!c->ready)
 		c->failed_connect = true;
-}
-
-/* The node of c said not to come back for now: shutting down (0x8B), use another server (0x9C),
- * or moved (0x9D). It waits its backoff like a node that failed, so new connections go to the
- * other nodes; a Server Reference naming one of the listed nodes ("host[:port]", the first of a
- * space-separated list) is where the next connection goes - once per redirect, and never to a
- * server outside the list (an address the broker sends is not one the application chose). */
-static void redirect(struct mqp_pool *p, const struct pconn *c, struct mqc_str ref)
-{
-	if (c->probe)
-		return;
-	struct pnode *n = &p->nodes[c->node];
-	atomic_fetch_add(&n->redirects, 1);
-	n->backoff_ms = mqp__backoff_next(n->backoff_ms);
-	n->backoff_until
-	    = mqc_now_ns() + (uint64_t)mqp__backoff_wait_ms(n->backoff_ms, jitter()) * MQC_NS_PER_MS;
-	n->failing = true;
-	atomic_store(&n->a_failing, 1);
-	nodes_failing(p);
-	if (!ref.p)
-		return;
-	size_t len = 0;
-	while (len < ref.len && ref.p[len] != ' ')
-		len++;
-	char target[MQC_URL_HOST_MAX + 16];
-	if (len == 0 || len >= sizeof target)
-		return;
-	memcpy(target, ref.p, len);
-	target[len] = '\0';
-	for (unsigned i = 0; i < p->nnodes; i++) {
-		char alone[MQC_URL_HOST_MAX + 8];
-		snprintf(alone, sizeof alone, "%s", p->nodes[i].url.host);
-		if (i != c->node
-		    && (strcmp(target, p->nodes[i].where) == 0 || strcmp(target, alone) == 0)) {
-			p->redirect_to = (int)i;
-			return;
-		}
-	}
-	mqp__log(p, MQP_LOG_WARNING,
-	    "mqttpool: the broker at %s named %s as the server to use: not one of the pool's "
-	    "brokers, so not followed",
-	    c->w.where, target);
 }
 
 /* The broker broke the protocol: counted, said, and the connection closed cleanly. */
@@ -1026,7 +704,7 @@ static void on_connack(struct mqp_pool *p, struct pconn *c, const struct mqc_pac
 		conn_error(p, c, "the broker at %s sent the pool elsewhere: %s (reason 0x%X)%s%.*s",
 		    c->w.where, mqc_reason_text(a.code), a.code, a.server_ref.len ? ", to " : "",
 		    (int)a.server_ref.len, a.server_ref.p ? a.server_ref.p : "");
-		redirect(p, c, a.server_ref);
+		mqp__node_redirect(p, c, a.server_ref);
 		return;
 	}
 	if (a.code != 0) {
@@ -1299,10 +977,10 @@ static void on_disconnect(struct mqp_pool *p, struct pconn *c, const struct mqc_
 	    mqc_reason_text(d.reason), d.reason, d.text.len ? ": \"" : "", (int)d.text.len,
 	    d.text.p ? d.text.p : "", d.text.len ? "\"" : "");
 	if (was_ready)
-		lost(p, c);
+		mqp__node_lost(p, c);
 	if (d.reason == MQC_RC_SERVER_SHUTTING_DOWN || d.reason == MQC_RC_USE_ANOTHER_SERVER
 	    || d.reason == MQC_RC_SERVER_MOVED)
-		redirect(p, c, d.server_ref);
+		mqp__node_redirect(p, c, d.server_ref);
 }
 
 static void handle(struct mqp_pool *p, struct pconn *c, const struct mqc_packet *pk)
@@ -1333,6 +1011,7 @@ static void handle(struct mqp_pool *p, struct pconn *c, const struct mqc_packet 
 				protocol_error(p, c, "a PINGRESP with flags or a body");
 			c->ping_out = false;
 			c->pings_answered++;
+			mqp__live_pingresp(p, c);
 			barriers_passed(p, c);
 			break;
 		case MQC_DISCONNECT:
@@ -1407,14 +1086,14 @@ void mqp__conn_io(struct mqp_pool *p, struct pconn *c, uint32_t events)
 	if (!c->dead && r == MQP_WIRE_EOF) {
 		if (c->ready) {
 			conn_error(p, c, "connection to %s lost: the broker closed it", c->w.where);
-			lost(p, c);
+			mqp__node_lost(p, c);
 		} else {
 			closed_early(p, c, "the broker closed it");
 		}
 	} else if (!c->dead && r == MQP_WIRE_ERROR) {
 		if (c->ready) {
 			conn_error(p, c, "connection to %s lost: %s", c->w.where, c->w.err);
-			lost(p, c);
+			mqp__node_lost(p, c);
 		} else if (c->w.state == MQP_WIRE_OPEN && !c->w.violation) {
 			closed_early(p, c, c->w.err);
 		} else if (c->probe) {
@@ -1452,7 +1131,7 @@ void mqp__conn_flush(struct mqp_pool *p, struct pconn *c)
 		if (mqp__wire_flush(&c->w) != MQP_WIRE_OK) {
 			if (c->ready) {
 				conn_error(p, c, "connection to %s lost: %s", c->w.where, c->w.err);
-				lost(p, c);
+				mqp__node_lost(p, c);
 			} else {
 				closed_early(p, c, c->w.err);
 			}
@@ -1476,25 +1155,8 @@ void mqp__conn_misc(struct mqp_pool *p, struct pconn *c, uint64_t now)
 		mqp__conn_close(p, c); /* the broker never closed its side */
 		return;
 	}
-	if (!c->open || c->dead || c->stage != STAGE_READY || !c->keepalive_s)
-		return;
-	uint64_t keepalive = (uint64_t)c->keepalive_s * MQC_NS_PER_S;
-	if (c->ping_out && now - c->ping_sent > keepalive && c->last_rx < c->ping_sent) {
-		conn_error(p, c, "connection to %s lost: no answer to PINGREQ within the %u s keepalive",
-		    c->w.where, c->keepalive_s);
-		lost(p, c);
-		mqp__conn_settle(p, c);
-		return;
-	}
-	/* The broker closes a connection silent for 1.5 keepalives: ping at three quarters of one. */
-	if (!c->ping_out
-	    && now - (c->last_tx > c->ready_at ? c->last_tx : c->ready_at) >= keepalive * 3 / 4) {
-		if (mqc_enc_pingreq(&c->w.tx) == 0) {
-			c->ping_out = true;
-			c->ping_sent = now;
-			c->pings_sent++; /* in the count a barrier waits on */
-		}
-	}
+	if (mqp__live_check(p, c, now))
+		mqp__conn_settle(p, c); /* unresponsive: its calls fail, the socket closes */
 }
 
 void mqp__conn_settle(struct mqp_pool *p, struct pconn *c)
@@ -1508,7 +1170,7 @@ void mqp__conn_settle(struct mqp_pool *p, struct pconn *c)
 		return;
 	}
 	if (c->failed_connect || !c->ready)
-		backoff(p, c->node);
+		mqp__node_failed(p, c->node);
 	/* What is queued (a DISCONNECT with a reason) goes now, then the socket closes. */
 	if (mqp__wire_pending(&c->w))
 		mqp__wire_flush(&c->w);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * conn.h - a pooled connection's life and its MQTT session (codec.h over wire.h), and completing
- * the operations it carries (conn.c). I/O thread only.
+ * conn.h - a pooled connection's life and its MQTT session (codec.h over wire.h) (conn.c). I/O
+ * thread only. Completing what it carries is finish.h's; its node's health and liveness node.h's.
  *
  * Packets are queued in the connection's send buffer as operations start and as the broker's
  * packets ask for answers (PUBACK, PUBREC, PUBCOMP); the I/O loop sends every connection's queue
@@ -10,19 +10,8 @@
 #ifndef MQP_CONN_H
 #define MQP_CONN_H
 
+#include "finish.h"
 #include "pool.h"
-
-/* Complete an op the I/O thread holds: out of every structure, its caller woken or its callback
- * called (on this thread, no lock held), the I/O thread's reference dropped. During a call made
- * on an event loop's thread (defer_callbacks) an async op's callback waits in p->later. */
-void mqp__finish(struct mqp_pool *p, struct op *op, int result);
-/* The second half of mqp__finish: the callback or the caller's wake-up, and the reference. */
-void mqp__deliver(struct mqp_pool *p, struct op *op, int result);
-
-void mqp__set_error(struct mqp_pool *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The application's log callback, on this thread, no lock held. */
-void mqp__log(struct mqp_pool *p, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* Start connecting slot c; on failure c stays closed and the pool backs off. */
 void mqp__conn_open(struct mqp_pool *p, struct pconn *c, unsigned node);
@@ -42,8 +31,8 @@ void mqp__conn_retire(struct mqp_pool *p, struct pconn *c);
 void mqp__conn_io(struct mqp_pool *p, struct pconn *c, uint32_t events);
 /* The end of a loop turn: send what c queued, in one send. */
 void mqp__conn_flush(struct mqp_pool *p, struct pconn *c);
-/* Keepalive, about once a second: PINGREQ when nothing went out for a while, and the end of a
- * connection whose broker stopped answering. */
+/* Every mqp__live_interval_ms: a retiring connection the broker never closed is closed, and
+ * liveness is checked (mqp__live_check: pings, and the end of a connection nobody answers). */
 void mqp__conn_misc(struct mqp_pool *p, struct pconn *c, uint64_t now);
 /* After anything that may have ended c (an error, a DISCONNECT): close it, back off. */
 void mqp__conn_settle(struct mqp_pool *p, struct pconn *c);
@@ -64,13 +53,5 @@ void mqp__conn_unsubscribe(struct mqp_pool *p, struct pconn *c, const char *filt
  * subscribed to its reply topic already, else after the SUBACK of a SUBSCRIBE that stays (the
  * connection keeps up to MQP_LSUBS_MAX reply topics). MQP_OK or the error to finish op with. */
 int mqp__conn_legacy(struct mqp_pool *p, struct pconn *c, struct op *op);
-/* A legacy request waits for its reply topic (another request in the process holds it). */
-void mqp__legacy_wait(struct mqp_pool *p, struct op *op);
-
-/* A lease handle of slot ends (released, discarded, or granted to a caller who had left): the
- * slot is free for the next lease, every copy of the handle is stale, a drain may wake. */
-void mqp__lease_end(struct mqp_pool *p, unsigned slot);
-/* Drop a lease's queued messages and subscriptions (at release or close). */
-void mqp__lease_clear(struct mqp_pool *p, struct pconn *c);
 
 #endif

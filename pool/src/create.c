@@ -15,6 +15,7 @@
 #include "io.h"
 #include "mqc_clock.h"
 #include "mqc_tls.h"
+#include "node.h"
 #include "op.h"
 #include "pool.h"
 
@@ -177,6 +178,8 @@ mqp_err mqp_pool_new(const char *broker_url, const struct mqp_pool_options *opti
 	p->opt.max_lifetime_ms = o->max_lifetime_ms ? o->max_lifetime_ms : 1800000;
 	p->opt.eviction_interval_ms = o->eviction_interval_ms ? o->eviction_interval_ms : 10000;
 	p->opt.protocol = o->protocol ? o->protocol : 5;
+	p->opt.silence_ms = o->silence_ms ? o->silence_ms : 500;
+	p->opt.ping_timeout_ms = o->ping_timeout_ms ? o->ping_timeout_ms : 1000;
 	p->opt.keepalive_s = o->keepalive_s ? (o->keepalive_s < 5 ? 5 : o->keepalive_s) : 30;
 	if (p->opt.protocol != 4 && p->opt.protocol != 5) {
 		pool_free(p);
@@ -233,6 +236,8 @@ mqp_err mqp_pool_new(const char *broker_url, const struct mqp_pool_options *opti
 	p->ws_header = dup_or_null(o->ws_header);
 	p->opt.ws_header = p->ws_header;
 	p->v311_advice = dup_or_null(o->v311_advice);
+	p->wire_opts = (struct mqp_wire_opts) { .ws_header = p->ws_header,
+		.user_timeout_ms = mqp__live_user_timeout_ms(&p->opt) };
 	p->opt.v311_advice = p->v311_advice;
 	p->conns = calloc(p->opt.max_size, sizeof *p->conns);
 	p->lease_gen = calloc(p->opt.max_size, sizeof *p->lease_gen);

@@ -20,8 +20,7 @@
 #include "mqc_clock.h"
 #include "mqc_codec.h"
 #include "mqc_random.h"
-
-enum { MISC_INTERVAL_MS = 1000 };
+#include "node.h"
 
 /* Connections open or opening; of them ready, connecting, and available (ready, idle, not
  * leased). */
@@ -42,37 +41,10 @@ static unsigned count_open(
 	return open;
 }
 
-/* The nodes as mqp__pick_node sees them now. */
-static void node_views(const struct mqp_pool *p, uint64_t now, struct mqp_node_view *v)
-{
-	for (unsigned i = 0; i < p->nnodes; i++)
-		v[i] = (struct mqp_node_view) { .conns = p->nodes[i].conns,
-			.available = !p->nodes[i].failing || now >= p->nodes[i].backoff_until };
-}
-
-static uint32_t random32(void)
-{
-	uint32_t r;
-	return mqc_random_bytes(&r, sizeof r) == 0 ? r : (uint32_t)mqc_now_ns();
-}
-
-/* Which node the next connection goes to: one a broker's Server Reference named (once), else
- * as load_balance says among those not waiting for their backoff; -1: none now. */
-static int next_node(struct mqp_pool *p, uint64_t now)
-{
-	struct mqp_node_view v[MQP_NODES_MAX];
-	node_views(p, now, v);
-	int node = p->redirect_to;
-	p->redirect_to = -1;
-	if (node >= 0 && v[node].available)
-		return node;
-	return mqp__pick_node(v, p->nnodes, p->opt.load_balance == MQP_LB_IN_ORDER, random32());
-}
-
-/* Open a connection in a free slot (on node, or where next_node says when node is -1). */
+/* Open a connection in a free slot (on node, or where mqp__node_next says when node is -1). */
 static bool open_on(struct mqp_pool *p, int node)
 {
-	if (node < 0 && (node = next_node(p, mqc_now_ns())) < 0)
+	if (node < 0 && (node = mqp__node_next(p, mqc_now_ns())) < 0)
 		return false;
 	for (unsigned i = 0; i < p->opt.max_size; i++)
 		if (!p->conns[i].open && !p->lease_held[i]) { /* a broken lease keeps its slot */
@@ -504,9 +476,9 @@ static void rebalance(struct mqp_pool *p, uint64_t now)
 	if (p->nnodes < 2 || p->move_to >= 0)
 		return;
 	struct mqp_node_view v[MQP_NODES_MAX];
-	node_views(p, now, v);
+	mqp__node_views(p, now, v);
 	bool in_order = p->opt.load_balance == MQP_LB_IN_ORDER;
-	int to = mqp__pick_node(v, p->nnodes, in_order, random32());
+	int to = mqp__pick_node(v, p->nnodes, in_order, mqp__random32());
 	unsigned from;
 	if (to < 0 || !mqp__should_move(v, p->nnodes, in_order, (unsigned)to, &from))
 		return;
@@ -635,7 +607,7 @@ static void step(struct mqp_pool *p, const struct timespec *timeout)
 	if (now >= p->next_misc) {
 		for (unsigned i = 0; i < p->opt.max_size; i++)
 			mqp__conn_misc(p, &p->conns[i], now);
-		p->next_misc = now + MISC_INTERVAL_MS * MQC_NS_PER_MS;
+		p->next_misc = now + (uint64_t)mqp__live_interval_ms(&p->opt) * MQC_NS_PER_MS;
 	}
 }
 
@@ -718,7 +690,7 @@ void mqp__io_close(struct mqp_pool *p)
 
 void mqp__io_run(struct mqp_pool *p)
 {
-	p->next_misc = mqc_now_ns() + MISC_INTERVAL_MS * MQC_NS_PER_MS;
+	p->next_misc = mqc_now_ns() + (uint64_t)mqp__live_interval_ms(&p->opt) * MQC_NS_PER_MS;
 	while (!mqp__inbox_stopping(&p->inbox)) {
 		dispatch(p);
 		flush_all(p);
@@ -775,7 +747,7 @@ static void settle_local(struct mqp_pool *p, bool run_callbacks)
 
 void mqp__io_start_on_loop(struct mqp_pool *p)
 {
-	p->next_misc = mqc_now_ns() + MISC_INTERVAL_MS * MQC_NS_PER_MS;
+	p->next_misc = mqc_now_ns() + (uint64_t)mqp__live_interval_ms(&p->opt) * MQC_NS_PER_MS;
 	p->later_tail = &p->later;
 	p->local_tail = &p->local;
 	p->scheduled_at = mqc_now_ns();

@@ -69,7 +69,7 @@ bool mqp__fifo_remove(struct op_fifo *q, struct op *op)
 
 static bool usable(const struct pconn *c)
 {
-	return c->open && c->ready && !c->dead && !c->leased;
+	return c->open && c->ready && !c->dead && !c->leased && !c->doubted;
 }
 
 int mqp__pick_for_request(const struct pconn *conns, unsigned n, unsigned max_inflight)

@@ -8,16 +8,19 @@
  *   corr.c   correlation data nobody can forge (corr.h)
  *   claims.c the process's legacy reply topics: one outstanding request each (claims.h)
  *   wire.c   one connection's socket, TLS and buffers (wire.h)
- *   conn.c   a connection's life and its MQTT session, and completing the operations it
- *            carries (conn.h)
+ *   finish.c completing the operations the I/O thread holds, ending leases, the error text
+ *            and the log (finish.h)
+ *   node.c   the broker nodes: where a new connection goes, backoff, redirects, and liveness
+ *            (whether a connection's broker still answers: options.silence_ms) (node.h)
+ *   conn.c   a connection's life and its MQTT session (conn.h)
  *   io.c     the I/O loop: dispatch, leases, deadlines, housekeeping, on the pool's own thread
  *            or inside an application's event loop (io.h)
  *   stats.c  the public accessors
  *   api.c    the public calls (on an event loop's thread they go straight to io.c);
  *            create.c new, destroy, and running on an event loop
  * Each depends only on those above it in that list (stats.c on op.c and these types); the
- * layers (tests/layers_test.sh checks them): op, logic, corr, claims; wire; conn; io,
- * stats; api, create. MQTT's bytes are the project's codec's (common/src/mqc_codec.h).
+ * layers (tests/layers_test.sh checks them): op, logic, corr, claims; wire; finish; node; conn;
+ * io, stats; api, create. MQTT's bytes are the project's codec's (common/src/mqc_codec.h).
  */
 #ifndef MQP_POOL_H
 #define MQP_POOL_H
@@ -98,7 +101,12 @@ struct pnode {
 	unsigned backoff_ms;
 	uint64_t backoff_until;
 	unsigned next_addr; /* the address of its name the next connection tries first */
-	atomic_uint a_conns, a_ready, a_failing, a_inflight;
+	/* A connection there went unresponsive: suspect since suspect_at, until one of its new
+	 * connections has answered a PINGREQ (liveness.c). */
+	bool suspect;
+	uint64_t suspect_at;
+	atomic_uint a_conns, a_ready, a_failing, a_inflight, a_suspect;
+	atomic_uint_fast64_t unresponsive, suspect_since_ms;
 	atomic_uint_fast64_t requests, connects_ok, connects_failed, connections_lost, redirects;
 	char last_error[512];
 };
@@ -134,6 +142,7 @@ struct pconn {
 	struct ltomb tombs[MQP_LTOMBS_MAX];
 	uint64_t last_tx, last_rx, ping_sent;
 	bool ping_out;
+	bool doubted; /* its node is suspect: it carries nothing new until its PINGREQ is answered */
 	bool read_in_turn; /* something was read since the last flush */
 	uint64_t token;    /* unique in the process (claims.h): which connection a topic last used */
 	uint32_t pings_sent, pings_answered; /* PINGREQs and PINGRESPs: a barrier's order */
@@ -171,8 +180,9 @@ struct mqp_pool {
 	struct pnode *nodes;
 	unsigned nnodes;
 	char *client_prefix, *inbox_prefix, *username, *password, *cafile, *certfile, *keyfile;
-	char *ws_header;   /* options.ws_header, copied */
-	char *v311_advice; /* options.v311_advice, copied (NULL: the library's words) */
+	char *ws_header;                /* options.ws_header, copied */
+	char *v311_advice;              /* options.v311_advice, copied (NULL: the library's words) */
+	struct mqp_wire_opts wire_opts; /* ws_header, and TCP_USER_TIMEOUT from the liveness options */
 	SSL_CTX *ssl_ctx;
 	pthread_t thread;
 	int ep;

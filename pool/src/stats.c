@@ -104,6 +104,9 @@ unsigned mqp_pool_node_stats(
 			.connections_lost = atomic_load(&n->connections_lost),
 			.redirects = atomic_load(&n->redirects),
 			.inflight = atomic_load(&n->a_inflight),
+			.suspect = atomic_load(&n->a_suspect),
+			.unresponsive_since_ms = atomic_load(&n->suspect_since_ms),
+			.unresponsive = atomic_load(&n->unresponsive),
 		};
 		snprintf(one.where, sizeof one.where, "%s", n->where);
 		pthread_mutex_lock(&p->report_lock);

@@ -85,6 +85,8 @@ static enum mqp_wire_result try_next(struct mqp_wire *w, int last_errno)
 		}
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		if (w->user_timeout_ms)
+			mqc_tcp_user_timeout(fd, w->user_timeout_ms);
 		if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
 			w->fd = fd;
 			w->state = MQP_WIRE_CONNECTING;
@@ -215,8 +217,8 @@ enum mqp_wire_result mqp__wire_poll(struct mqp_wire *w)
 /* --- connecting ---------------------------------------------------------------------------- */
 
 enum mqp_wire_result mqp__wire_start(struct mqp_wire *w, const struct mqc_url *url,
-    const char *ws_header, unsigned rotate, SSL_CTX *ctx, const struct mqp_watcher *watcher,
-    void *tag)
+    const struct mqp_wire_opts *opts, unsigned rotate, SSL_CTX *ctx,
+    const struct mqp_watcher *watcher, void *tag)
 {
 	*w = (struct mqp_wire) { .fd = -1,
 		.watcher = watcher,
@@ -224,7 +226,8 @@ enum mqp_wire_result mqp__wire_start(struct mqp_wire *w, const struct mqc_url *u
 		.rotate = rotate,
 		.ws = url->ws,
 		.url = url,
-		.ws_header = ws_header };
+		.ws_header = opts->ws_header,
+		.user_timeout_ms = opts->user_timeout_ms };
 	const char *host = url->host;
 	int port = url->port;
 	bool v6 = strchr(host, ':') != NULL;

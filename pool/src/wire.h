@@ -48,6 +48,13 @@ enum mqp_wire_state {
 	MQP_WIRE_OPEN,
 };
 
+/* What every wire of a pool shares: ws_header (ws://: one more header line for the upgrade, or
+ * NULL), user_timeout_ms (TCP_USER_TIMEOUT of its sockets; 0: the kernel's). */
+struct mqp_wire_opts {
+	const char *ws_header;
+	unsigned user_timeout_ms;
+};
+
 struct mqp_wire {
 	enum mqp_wire_state state;
 	int fd;
@@ -67,6 +74,7 @@ struct mqp_wire {
 	char ws_key[MQC_WS_KEY_LEN + 1];
 	const struct mqc_url *url;     /* the node's (it outlives the wire): host, port, path */
 	const char *ws_header;         /* the pool's option: one more header line for the upgrade */
+	unsigned user_timeout_ms;      /* TCP_USER_TIMEOUT of its sockets (0: the kernel's) */
 	bool violation;                /* the error was the peer breaking the protocol, not a close */
 	bool short_send;               /* the last send left bytes: watch for EPOLLOUT */
 	bool finishing, shut;          /* mqp__wire_finish: our side ends once sent; it has */
@@ -93,8 +101,8 @@ enum mqp_wire_result {
  * checked. The socket is watched by watcher with tag. MQP_WIRE_OK or MQP_WIRE_ERROR (w->err; w
  * is closed). */
 enum mqp_wire_result mqp__wire_start(struct mqp_wire *w, const struct mqc_url *url,
-    const char *ws_header, unsigned rotate, SSL_CTX *ctx, const struct mqp_watcher *watcher,
-    void *tag);
+    const struct mqp_wire_opts *opts, unsigned rotate, SSL_CTX *ctx,
+    const struct mqp_watcher *watcher, void *tag);
 
 /* RESOLVING: has the answer come? Then the connect starts (MQP_WIRE_OK, now CONNECTING), or
  * MQP_WIRE_ERROR says the name cannot be resolved. Still waiting: MQP_WIRE_OK, RESOLVING. */

@@ -12,11 +12,13 @@ layers='0 op
 0 corr
 0 claims
 1 wire
-2 conn
-3 io
-3 stats
-4 api
-4 create'
+2 finish
+3 node
+4 conn
+5 io
+5 stats
+6 api
+6 create'
 layer_of() { echo "$layers" | awk -v f="$1" '$2 == f {print $1}'; }
 status=0
 for c in "$src"/*.c; do

@@ -5,8 +5,10 @@
  * requests in flight on it, and new requests never wait for it; a node that returns gets
  * connections again; in order, the first node that is up carries everything; a broker that sends
  * the pool elsewhere (0x9C with a Server Reference) or announces its shutdown (0x8B) is left
- * for the others; a name is resolved off the pool's thread, and one that does not resolve
- * costs the other nodes nothing.
+ * for the others; a node that goes silent (SIGSTOP: no reset, nothing answers) is noticed within
+ * 2 s under load and within keepalive / 2 + ping_timeout_ms idle, and routed around, while a slow
+ * device is never mistaken for one; a name is resolved off the pool's thread, and one that does
+ * not resolve costs the other nodes nothing.
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -211,6 +213,185 @@ static void a_lost_node_costs_only_what_was_in_flight_on_it(void **state)
 		node_stop(&nodes[i]);
 }
 
+/* The node's suspect flag as the pool reports it, polled; the time it was first seen (0: not
+ * within timeout_ms). */
+static uint64_t wait_suspect(mqp_pool *p, unsigned i, unsigned want, int timeout_ms)
+{
+	uint64_t until = mqc_now_ns() + (uint64_t)timeout_ms * MQC_NS_PER_MS;
+	while (node_stats(p, i).suspect != want && mqc_now_ns() < until)
+		nanosleep(&(struct timespec) { .tv_nsec = 2000000 }, NULL);
+	return node_stats(p, i).suspect == want ? mqc_now_ns() : 0;
+}
+
+/* Under 500 requests/s over two nodes, node 1 SIGSTOPped: its kernel keeps the connections open
+ * and acknowledges, nothing answers, nothing is reset. Noticed within 2 s (silence_ms 500 +
+ * ping_timeout_ms 1000 + the 100 ms check, by default); what fails is only what was in flight on
+ * it or sent to it before then, with MQP_ECONNLOST, never a timeout; every request sent after
+ * that is answered (by node 0); after SIGCONT it carries connections again within 10 s. */
+static void a_silent_node_is_noticed_and_routed_around(void **state)
+{
+	(void)state;
+	struct node nodes[2];
+	/* Devices that take 20 ms: about 10 requests in flight, so every connection carries some
+	 * (with instant replies the first connections in order take nearly all, and a silent one
+	 * may wait a second for work that would show its silence). */
+	for (int i = 0; i < 2; i++)
+		node_start(&nodes[i], "20ms");
+	char url[256];
+	list_url(url, sizeof url, nodes, 2);
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.min_size = o.max_size = 4;
+	o.eviction_interval_ms = 500;
+	mqp_pool *p = new_pool(url, &o);
+	for (unsigned i = 0; i < 2; i++)
+		wait_ready_on(p, i, 2, 5000);
+	enum { N = 2500, EVERY_MS = 2, STOP_AT = 500 };
+	static struct async_call calls[N];
+	static uint64_t sent_at[N];
+	uint64_t t0 = mqc_now_ns(), stopped = 0, detected = 0;
+	uint64_t on_it_at_stop = 0, inflight_at_stop = 0, on_it_at_detection = 0;
+	for (int i = 0; i < N; i++) {
+		uint64_t due = t0 + (uint64_t)i * EVERY_MS * MQC_NS_PER_MS, now = mqc_now_ns();
+		if (due > now)
+			nanosleep(&(struct timespec) { .tv_nsec = (long)(due - now) }, NULL);
+		calls[i] = (struct async_call) { 0 };
+		snprintf(calls[i].nonce, sizeof calls[i].nonce, "silent-%d", i);
+		sent_at[i] = mqc_now_ns();
+		assert_int_equal(mqp_pool_request_async(p, "n/cmd", calls[i].nonce, strlen(calls[i].nonce),
+		                     1, 5000, on_async_reply, &calls[i], NULL),
+		    MQP_OK);
+		if (i == STOP_AT) {
+			struct mqp_node_stats s = node_stats(p, 1);
+			on_it_at_stop = s.requests;
+			inflight_at_stop = s.inflight;
+			assert_int_equal(tb_broker_signal(nodes[1].broker, SIGSTOP), 0);
+			stopped = mqc_now_ns();
+		} else if (stopped && !detected) {
+			struct mqp_node_stats s = node_stats(p, 1);
+			if (s.suspect) {
+				detected = mqc_now_ns();
+				on_it_at_detection = s.requests;
+				assert_true(s.unresponsive >= 1 && s.unresponsive_since_ms > 0);
+				char port[16];
+				snprintf(port, sizeof port, ":%d", nodes[1].port);
+				if (!strstr(s.last_error, "is unresponsive: nothing received for")
+				    || !strstr(s.last_error, port))
+					fail_msg("node 1's last error: %s", s.last_error);
+			}
+		}
+	}
+	if (!detected)
+		fail_msg("node 1 was not noticed within %.1f s of its SIGSTOP",
+		    (double)(mqc_now_ns() - stopped) / 1e9);
+	unsigned failed = 0, late = 0;
+	for (int i = 0; i < N; i++) {
+		assert_true(wait_flag(&calls[i].calls, 7000));
+		int rc = atomic_load(&calls[i].result);
+		if (rc != MQP_OK && rc != MQP_ECONNLOST)
+			fail_msg("request %d (sent %.0f ms after the stop): %s", i,
+			    ((double)sent_at[i] - (double)stopped) / 1e6, mqp_strerror(rc));
+		failed += rc != MQP_OK;
+		late += rc != MQP_OK && sent_at[i] > detected;
+	}
+	uint64_t bound = inflight_at_stop + (on_it_at_detection - on_it_at_stop);
+	print_message("silent node: noticed %.0f ms after SIGSTOP; %u failed (bound: %llu in flight on "
+	              "it + %llu sent to it before then), %u of them sent after\n",
+	    (double)(detected - stopped) / 1e6, failed, (unsigned long long)inflight_at_stop,
+	    (unsigned long long)(on_it_at_detection - on_it_at_stop), late);
+	assert_true(detected - stopped <= 2000 * MQC_NS_PER_MS);
+	assert_int_equal(late, 0);
+	assert_true(failed <= bound);
+	/* Back: a fresh CONNACK and a PINGRESP, within max(eviction interval, 10 s). */
+	uint64_t resumed = mqc_now_ns();
+	assert_int_equal(tb_broker_signal(nodes[1].broker, SIGCONT), 0);
+	uint64_t cleared = wait_suspect(p, 1, 0, 10000);
+	if (!cleared)
+		fail_msg("node 1 still suspect 10 s after SIGCONT: %s", node_stats(p, 1).last_error);
+	wait_ready_on(p, 1, 1, 10000);
+	print_message(
+	    "silent node: trusted again %.1f s after SIGCONT\n", (double)(cleared - resumed) / 1e9);
+	mqp_pool_destroy(p);
+	for (int i = 0; i < 2; i++)
+		node_stop(&nodes[i]);
+}
+
+/* The same with nothing to do: the idle connections ping on silence (half the keepalive), so
+ * the stopped node is noticed within keepalive / 2 + ping_timeout_ms, and requests then go to
+ * node 0 without waiting. */
+static void an_idle_pool_notices_a_silent_node(void **state)
+{
+	(void)state;
+	struct node nodes[2];
+	for (int i = 0; i < 2; i++)
+		node_start(&nodes[i], "0ms");
+	char url[256];
+	list_url(url, sizeof url, nodes, 2);
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.min_size = o.max_size = 4;
+	o.keepalive_s = 5; /* the minimum: 2.5 s of silence, then a PINGREQ */
+	mqp_pool *p = new_pool(url, &o);
+	for (unsigned i = 0; i < 2; i++)
+		wait_ready_on(p, i, 2, 5000);
+	assert_int_equal(tb_broker_signal(nodes[1].broker, SIGSTOP), 0);
+	uint64_t stopped = mqc_now_ns();
+	uint64_t detected = wait_suspect(p, 1, 1, 8000);
+	if (!detected)
+		fail_msg("an idle pool did not notice the stopped node within 8 s");
+	print_message("idle pool: noticed %.2f s after SIGSTOP (keepalive / 2 + ping_timeout_ms: "
+	              "3.5 s)\n",
+	    (double)(detected - stopped) / 1e9);
+	assert_true(detected - stopped <= 4000 * MQC_NS_PER_MS);
+	assert_true(slowest_of(p, 10) < 1000 * MQC_NS_PER_MS);
+	assert_int_equal(tb_broker_signal(nodes[1].broker, SIGCONT), 0);
+	if (!wait_suspect(p, 1, 0, 10000))
+		fail_msg("node 1 still suspect 10 s after SIGCONT");
+	mqp_pool_destroy(p);
+	for (int i = 0; i < 2; i++)
+		node_stop(&nodes[i]);
+}
+
+/* A slow device is not a silent broker: a device that answers in 0.9 x the request timeout,
+ * 20 requests always in flight for 8 s, and the broker answers every PINGREQ meanwhile - no
+ * connection is called unresponsive, every request is answered. */
+static void a_slow_device_is_not_a_silent_broker(void **state)
+{
+	(void)state;
+	struct node n;
+	node_start(&n, "1800ms");
+	char url[64];
+	snprintf(url, sizeof url, "mqtt://127.0.0.1:%d", n.port);
+	struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+	o.min_size = o.max_size = 2;
+	mqp_pool *p = new_pool(url, &o);
+	wait_ready_on(p, 0, 2, 5000);
+	enum { N = 90, EVERY_MS = 90 }; /* 8.1 s of sending, about 20 in flight */
+	static struct async_call calls[N];
+	uint64_t t0 = mqc_now_ns();
+	for (int i = 0; i < N; i++) {
+		uint64_t due = t0 + (uint64_t)i * EVERY_MS * MQC_NS_PER_MS, now = mqc_now_ns();
+		if (due > now)
+			nanosleep(&(struct timespec) { .tv_nsec = (long)(due - now) }, NULL);
+		calls[i] = (struct async_call) { 0 };
+		snprintf(calls[i].nonce, sizeof calls[i].nonce, "slow-%d", i);
+		assert_int_equal(mqp_pool_request_async(p, "n/cmd", calls[i].nonce, strlen(calls[i].nonce),
+		                     1, 2000, on_async_reply, &calls[i], NULL),
+		    MQP_OK);
+	}
+	unsigned ok = 0;
+	for (int i = 0; i < N; i++) {
+		assert_true(wait_flag(&calls[i].calls, 5000));
+		ok += atomic_load(&calls[i].result) == MQP_OK;
+	}
+	struct mqp_node_stats s = node_stats(p, 0);
+	print_message("slow device: %u of %d answered in 1.8 s of a 2 s timeout, %llu unresponsive\n",
+	    ok, N, (unsigned long long)s.unresponsive);
+	assert_int_equal(s.unresponsive, 0);
+	assert_int_equal(s.connections_lost, 0);
+	assert_int_equal(ok, N);
+	mqp_pool_destroy(p);
+	node_stop(&n);
+}
+
 static void in_order_the_first_node_up_carries_everything(void **state)
 {
 	(void)state;
@@ -389,6 +570,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(connections_spread_over_the_nodes_and_requests_follow),
 		cmocka_unit_test(a_lost_node_costs_only_what_was_in_flight_on_it),
+		cmocka_unit_test(a_silent_node_is_noticed_and_routed_around),
+		cmocka_unit_test(an_idle_pool_notices_a_silent_node),
+		cmocka_unit_test(a_slow_device_is_not_a_silent_broker),
 		cmocka_unit_test(in_order_the_first_node_up_carries_everything),
 		cmocka_unit_test(redirects_and_shutdown_notices_are_honoured),
 		cmocka_unit_test(names_are_resolved_off_the_pools_thread),
