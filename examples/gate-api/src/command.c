@@ -20,6 +20,8 @@
 #include "mqc_template.h"
 #include "worker.h"
 
+enum { NODES_LISTED = 16 }; /* the pool takes at most 16 brokers in its URL */
+
 /* --- answering a command ---------------------------------------------------------------------- */
 
 /* A command's answer, once it is done. */
@@ -300,14 +302,19 @@ static void run_command(struct worker *w, struct call *c)
 	http_parser_pause(&cn->parser, 1); /* the next request waits for this one's answer */
 }
 
-/* With several brokers: ,"nodes":{"host:port":"up"|"down"|"standby",...} - up with a ready
- * connection in some worker's pool, down when its last connect failed (or it sent the pools
- * elsewhere), standby otherwise (in order, after the one in use). Pools' lock held. */
+/* With several brokers: ,"nodes":{"host:port":"up"|"down"|"standby"|"unresponsive",...} - up
+ * with a ready connection in some worker's pool, down when its last connect failed (or it sent
+ * the pools elsewhere), unresponsive while a connection there went silent and no new one has
+ * answered (then ,"unresponsive_since":{"host:port":UNIX_MS} too), standby otherwise (in order,
+ * after the one in use). Pools' lock held. */
 static void node_states(struct gate_server *s, char *out, size_t len)
 {
 	unsigned nodes = s->n && s->w[0].pool ? mqp_pool_node_stats(s->w[0].pool, 0, NULL, 0) : 0;
 	if (nodes < 2)
 		return;
+	uint64_t since[NODES_LISTED] = { 0 }; /* unresponsive since (ms), per node */
+	if (nodes > NODES_LISTED)
+		nodes = NODES_LISTED;
 	size_t at = (size_t)snprintf(out, len, ",\"nodes\":{");
 	for (unsigned k = 0; k < nodes && at < len; k++) {
 		struct mqp_node_stats one;
@@ -316,16 +323,30 @@ static void node_states(struct gate_server *s, char *out, size_t len)
 			if (s->w[i].pool && mqp_pool_node_stats(s->w[i].pool, k, &one, sizeof one) > k) {
 				ready += one.ready;
 				failing += one.failing;
+				if (one.suspect && (!since[k] || one.unresponsive_since_ms < since[k]))
+					since[k] = one.unresponsive_since_ms;
 			}
 		mqp_pool_node_stats(s->w[0].pool, k, &one, sizeof one);
 		at += (size_t)snprintf(out + at, len - at, "%s\"%s\":\"%s\"", k ? "," : "", one.where,
-		    ready         ? "up"
+		    since[k]      ? "unresponsive"
+		        : ready   ? "up"
 		        : failing ? "down"
 		                  : "standby");
 	}
-	if (at + 2 <= len)
-		memcpy(out + at, "}", 2);
-	else
+	at += (size_t)snprintf(out + at, at < len ? len - at : 0, "}");
+	bool first = true;
+	for (unsigned k = 0; k < nodes && at < len; k++) {
+		if (!since[k])
+			continue;
+		struct mqp_node_stats one;
+		mqp_pool_node_stats(s->w[0].pool, k, &one, sizeof one);
+		at += (size_t)snprintf(out + at, len - at, "%s\"%s\":%llu",
+		    first ? ",\"unresponsive_since\":{" : ",", one.where, (unsigned long long)since[k]);
+		first = false;
+	}
+	if (!first)
+		at += (size_t)snprintf(out + at, at < len ? len - at : 0, "}");
+	if (at >= len)
 		out[0] = '\0'; /* cut short: better nothing than broken JSON */
 }
 

@@ -411,6 +411,14 @@ static void node_metrics(FILE *f, mqp_pool *const *pools, size_t n)
 		{ "mqttpool_node_requests_total", "counter", "Requests sent on the node's connections." },
 		{ "mqttpool_node_connect_failures_total", "counter", "Connects to the node that failed." },
 		{ "mqttpool_node_connections_lost_total", "counter", "Connections the node dropped." },
+		{ "mqttpool_node_unresponsive", "gauge",
+		    "1 while a connection there went silent (no PINGRESP within ping_timeout_ms) and no "
+		    "new connection has answered since." },
+		{ "mqttpool_node_unresponsive_since_seconds", "gauge",
+		    "Unix time the node became unresponsive (the earliest of the workers' pools); 0 when "
+		    "it is not." },
+		{ "mqttpool_node_unresponsive_total", "counter",
+		    "Connections to the node that went silent and were closed." },
 	};
 	for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
 		fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", rows[r].name, rows[r].help, rows[r].name,
@@ -427,9 +435,16 @@ static void node_metrics(FILE *f, mqp_pool *const *pools, size_t n)
 				sum.requests += one.requests;
 				sum.connects_failed += one.connects_failed;
 				sum.connections_lost += one.connections_lost;
+				sum.suspect |= one.suspect;
+				if (one.unresponsive_since_ms
+				    && (!sum.unresponsive_since_ms
+				        || one.unresponsive_since_ms < sum.unresponsive_since_ms))
+					sum.unresponsive_since_ms = one.unresponsive_since_ms;
+				sum.unresponsive += one.unresponsive;
 			}
 			unsigned long long v[]
-			    = { up, sum.connections, sum.requests, sum.connects_failed, sum.connections_lost };
+			    = { up, sum.connections, sum.requests, sum.connects_failed, sum.connections_lost,
+				      sum.suspect, sum.unresponsive_since_ms / 1000, sum.unresponsive };
 			fprintf(f, "%s{node=\"%s\"} %llu\n", rows[r].name, sum.where, v[r]);
 		}
 	}

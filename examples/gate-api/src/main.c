@@ -33,6 +33,8 @@ enum {
 	O_TIMEOUT,
 	O_POOL_MAX,
 	O_POOL_MIN,
+	O_SILENCE,
+	O_PING_TIMEOUT,
 	O_MAX_BODY,
 	O_MAX_REPLY,
 	O_REQUEST_DEADLINE,
@@ -58,6 +60,15 @@ static const struct mqc_cli_opt options[] = {
 	    "pool: at least one connection)",
 	    0 },
 	{ "pool-min", O_POOL_MIN, "N", "pool connections kept warm (default 2), shared out alike", 0 },
+	{ "silence", O_SILENCE, "D",
+	    "a pool connection with commands in flight that has received\nnothing for D sends a "
+	    "PINGREQ (default 500ms; idle ones ping\nafter half the keepalive)",
+	    0 },
+	{ "ping-timeout", O_PING_TIMEOUT, "D",
+	    "nothing back within D of that PINGREQ: the broker is\nunresponsive (hung, or the link "
+	    "went dark) - its commands get\n502 with the reason, /healthz names it, the other "
+	    "brokers serve\n(default 1s: noticed within about 1.6 s under load)",
+	    0 },
 	{ "max-body", O_MAX_BODY, "BYTES",
 	    "a larger body gets 413 (a declared one before it is read, a\nchunked one the moment "
 	    "it passes the limit), then the connection\ncloses (default 16384)",
@@ -161,6 +172,14 @@ static int on_option(const struct mqc_cli *cli, int key, const char *name, const
 			if (mqc_parse_u64(value, 0, 1000, &v) != 0)
 				return mqc_cli_bad(cli, name, value, "0 to 1000");
 			st->po->min_size = (unsigned)v;
+			return 0;
+		case O_SILENCE:
+		case O_PING_TIMEOUT:
+			if (mqc_parse_duration(value, MQC_NS_PER_MS, &v) != 0 || v < 10 * MQC_NS_PER_MS
+			    || v > 600 * MQC_NS_PER_S)
+				return mqc_cli_bad(cli, name, value, "a duration from 10ms to 600s");
+			*(key == O_SILENCE ? &st->po->silence_ms : &st->po->ping_timeout_ms)
+			    = (unsigned)(v / MQC_NS_PER_MS);
 			return 0;
 		case O_MAX_BODY:
 		case O_MAX_REPLY:

@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1263,6 +1264,112 @@ static void two_brokers_one_gateway(void **state)
 	tb_test_responder_stop(&dev1);
 }
 
+/* Commands without pause until told to stop: counted 200, 502 naming a silent broker, other. */
+struct hammer {
+	int port;
+	atomic_bool stop;
+	atomic_uint ok, silent, other;
+	char last_other[256];
+};
+
+static void *hammer_run(void *arg)
+{
+	struct hammer *h = arg;
+	while (!atomic_load(&h->stop)) {
+		struct http_result r = http(h->port, "POST", "/devices/d1/commands/x", "{}");
+		if (r.status == 200)
+			atomic_fetch_add(&h->ok, 1);
+		else if (r.status == 502 && strstr(r.body, "is unresponsive: nothing received for"))
+			atomic_fetch_add(&h->silent, 1);
+		else {
+			snprintf(h->last_other, sizeof h->last_other, "%d %.200s", r.status, r.body);
+			atomic_fetch_add(&h->other, 1);
+		}
+	}
+	return NULL;
+}
+
+/* 8 clients hammering for ms, or (until non-NULL) until /healthz says until. */
+static struct hammer *hammer(int port, int ms, const char *until, uint64_t *seen_after)
+{
+	static struct hammer h;
+	memset(&h, 0, sizeof h);
+	h.port = port;
+	pthread_t t[8];
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, hammer_run, &h), 0);
+	uint64_t t0 = mqc_now_ns();
+	while (mqc_now_ns() - t0 < (uint64_t)ms * MQC_NS_PER_MS) {
+		if (until && strstr(http(port, "GET", "/healthz", NULL).body, until)) {
+			*seen_after = mqc_now_ns() - t0;
+			break;
+		}
+		nanosleep(&(struct timespec) { .tv_nsec = 20000000 }, NULL);
+	}
+	atomic_store(&h.stop, true);
+	for (int i = 0; i < 8; i++)
+		pthread_join(t[i], NULL);
+	return &h;
+}
+
+/* A broker that hangs instead of dying (SIGSTOP: its kernel keeps the connections open and
+ * acknowledges, nothing answers), under 8 clients: within 2 s /healthz names it unresponsive and
+ * since when, and /metrics says so; what was in flight on it is answered 502 with the reason
+ * (never a 504 after the whole timeout); every command after that is served by the other
+ * broker; after SIGCONT it is "up" again. */
+static void a_hung_broker_is_named_and_routed_around(void **state)
+{
+	(void)state;
+	struct tb_options o = { .no_tls = true,
+		.no_probe = true,
+		.allow_anonymous = true,
+		.no_password_file = true,
+		.no_acl_file = true };
+	struct tb_broker *b2;
+	char err[512];
+	if (tb_broker_start(&o, &b2, err, sizeof err) != 0)
+		fail_msg("a second broker: %s", err);
+	int port1 = tb_test_info()->port, port2 = tb_broker_info(b2)->port;
+	char list[128], up2[64], silent2[64], metric[112];
+	snprintf(list, sizeof list, "mqtt://127.0.0.1:%d,127.0.0.1:%d", port1, port2);
+	snprintf(up2, sizeof up2, "\"127.0.0.1:%d\":\"up\"", port2);
+	snprintf(silent2, sizeof silent2, "\"127.0.0.1:%d\":\"unresponsive\"", port2);
+	snprintf(metric, sizeof metric, "mqttpool_node_unresponsive{node=\"127.0.0.1:%d\"}", port2);
+	struct tb_responder dev1 = tb_test_responder(RESPONDER_PATH, NULL);
+	const char *argv[] = { RESPONDER_PATH, "--broker", tb_broker_info(b2)->mqtt_url, NULL };
+	struct tb_responder dev2 = tb_test_spawn("RESPONDER_READY", argv);
+	struct gate g = gate_start(list, "--workers", "1", "--pool-min", "4", "--timeout", "5s", NULL);
+	assert_true(health_says(g.port, up2, 5000));
+	assert_int_equal(tb_broker_signal(b2, SIGSTOP), 0);
+	uint64_t named = 0;
+	struct hammer *h = hammer(g.port, 5000, silent2, &named);
+	unsigned before_ok = atomic_load(&h->ok), lost = atomic_load(&h->silent);
+	if (!named || atomic_load(&h->other))
+		fail_msg("while the broker hangs: named after %.1f s, %u other answers (%s)",
+		    (double)named / 1e9, atomic_load(&h->other), h->last_other);
+	assert_non_null(strstr(http(g.port, "GET", "/healthz", NULL).body, "\"unresponsive_since\":{"));
+	struct http_result m = http(g.port, "GET", "/metrics", NULL);
+	char *at = strstr(m.body, metric);
+	assert_non_null(at);
+	assert_int_equal(strtol(at + strlen(metric), NULL, 10), 1);
+	/* Named: every command from now on is served. */
+	h = hammer(g.port, 1000, NULL, NULL);
+	print_message("hung broker: named %.2f s after SIGSTOP (%u served, %u answered 502 with the "
+	              "reason meanwhile), then %u of %u served\n",
+	    (double)named / 1e9, before_ok, lost, atomic_load(&h->ok),
+	    atomic_load(&h->ok) + atomic_load(&h->silent) + atomic_load(&h->other));
+	assert_true(named <= 2 * MQC_NS_PER_S);
+	if (atomic_load(&h->silent) || atomic_load(&h->other))
+		fail_msg("after it was named: %u failed (%s)",
+		    atomic_load(&h->silent) + atomic_load(&h->other), h->last_other);
+	assert_int_equal(tb_broker_signal(b2, SIGCONT), 0);
+	assert_true(health_says(g.port, up2, 15000));
+	gate_stop(&g, 5000);
+	tb_test_responder_kill(&dev2);
+	tb_broker_stop(b2);
+	tb_test_responder_stop(&dev1);
+}
+
 /* A resolver that hangs: the gateway is given a second broker by a name whose DNS server never
  * answers (a mount namespace of its own with a resolv.conf naming a UDP socket here that reads
  * nothing; timeout 5 s). While the pool waits for that name, its loop serves the first broker: no
@@ -1353,6 +1460,7 @@ int main(void)
 		cmocka_unit_test(a_silent_device_is_504),
 		cmocka_unit_test(a_device_nobody_listens_for_is_503_at_once),
 		cmocka_unit_test(two_brokers_one_gateway),
+		cmocka_unit_test(a_hung_broker_is_named_and_routed_around),
 		cmocka_unit_test(listens_on_ipv6_as_users_type_it),
 		cmocka_unit_test(a_hanging_resolver_never_stalls_the_loop),
 		cmocka_unit_test(bad_input_is_refused_and_never_published),
