@@ -27,6 +27,7 @@
 #include "mqc_client.h"
 #include "mqc_clock.h"
 #include "mqc_heap.h"
+#include "mqc_net.h"
 #include "mqc_template.h"
 #include "responder_core.h"
 
@@ -375,6 +376,8 @@ static int run(struct responder *r, int sfd)
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	int sock = mosquitto_socket(r->m);
+	/* Data nobody acknowledges fails the connection in bounded time, as keepalive does silence. */
+	mqc_tcp_user_timeout(sock, 2000 * r->o.net.conn.keepalive_s);
 	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = EV_SOCKET };
 	struct epoll_event tev = { .events = EPOLLIN, .data.u32 = EV_TIMER };
 	struct epoll_event sev = { .events = EPOLLIN, .data.u32 = EV_SIGNAL };
@@ -395,6 +398,7 @@ static int run(struct responder *r, int sfd)
 		}
 		if (sock < 0 && mosquitto_socket(r->m) >= 0) { /* a new connection */
 			sock = mosquitto_socket(r->m);
+			mqc_tcp_user_timeout(sock, 2000 * r->o.net.conn.keepalive_s);
 			want_out = true;
 			ev = (struct epoll_event) { .events = EPOLLIN | EPOLLOUT, .data.u32 = EV_SOCKET };
 			if (epoll_ctl(ep, EPOLL_CTL_ADD, sock, &ev) != 0) {

@@ -29,6 +29,7 @@ enum {
 	O_SEED,
 	O_MAX_PENDING,
 	O_EXIT_ON_DISCONNECT,
+	O_KEEPALIVE,
 };
 
 static const struct mqc_cli_opt options[] = {
@@ -50,6 +51,11 @@ static const struct mqc_cli_opt options[] = {
 	{ "retain", O_RETAIN, NULL, "publish replies retained", 0 },
 	{ "seed", O_SEED, "N", "PRNG seed for the probabilities (default 1)", 0 },
 	{ "max-pending", O_MAX_PENDING, "N", "delayed replies held at once (default 65536)", 0 },
+	{ "keepalive", O_KEEPALIVE, "S",
+	    "PINGREQ after S seconds without traffic either way; no PINGRESP\nwithin S more: the "
+	    "broker hangs or the link went dark - connect\nagain (noticed within 2 S; default 10; "
+	    "5..65535, libmosquitto's\nminimum); TCP_USER_TIMEOUT 2 S too",
+	    0 },
 	{ "exit-on-disconnect", O_EXIT_ON_DISCONNECT, NULL,
 	    "exit 1 when the broker connection is lost (default: connect\nagain with backoff, "
 	    "subscribe again, keep the counters)",
@@ -79,6 +85,11 @@ static int on_option(const struct mqc_cli *cli, int key, const char *name, const
 			return 0;
 		case O_EXIT_ON_DISCONNECT:
 			o->exit_on_disconnect = true;
+			return 0;
+		case O_KEEPALIVE:
+			if (mqc_parse_u64(value, 5, 65535, &u) != 0) /* libmosquitto takes no less */
+				return mqc_cli_bad(cli, name, value, "seconds, 5..65535");
+			o->net.conn.keepalive_s = (unsigned)u;
 			return 0;
 		case O_DELAY:
 		case O_JITTER:
@@ -120,7 +131,7 @@ static int on_option(const struct mqc_cli *cli, int key, const char *name, const
 int rsp_parse_args(int argc, char **argv, struct rsp_options *o, char *err, size_t errlen)
 {
 	*o = (struct rsp_options) {
-		.net = { .conn = { .protocol = 5, .id_prefix = "responder" } },
+		.net = { .conn = { .protocol = 5, .id_prefix = "responder", .keepalive_s = 10 } },
 		.filter = RSP_DEFAULT_FILTER,
 		.reply_template = MQC_REPLY_TEMPLATE_DEFAULT,
 		.late_ns = 2 * MQC_NS_PER_S,

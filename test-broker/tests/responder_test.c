@@ -171,6 +171,43 @@ static void duplicate_answers_twice(void **state)
 	assert_int_equal(s.replies, 20);
 }
 
+/* A device behind a link that goes dark, or on a broker that hangs (SIGSTOP: nothing answers,
+ * nothing is reset), notices within 2 x --keepalive: with --exit-on-disconnect it exits 1 saying
+ * so; without, it connects again once the broker answers (SIGCONT), subscribes again and
+ * answers, its counters kept. */
+static void a_hung_broker_is_noticed(void **state)
+{
+	(void)state;
+	struct tb_responder r
+	    = tb_test_responder(RESPONDER_PATH, "--filter", "hung/#", "--keepalive", "5", NULL);
+	struct tb_responder quitter = tb_test_responder(
+	    RESPONDER_PATH, "--filter", "quit/#", "--keepalive", "5", "--exit-on-disconnect", NULL);
+	assert_int_equal(send_and_count("hung", 1, 300), 1);
+	assert_int_equal(tb_broker_signal(tb_test_broker(), SIGSTOP), 0);
+	uint64_t stopped = mqc_now_ns();
+	int status = 0;
+	pid_t got = 0;
+	for (uint64_t until = stopped + 14 * MQC_NS_PER_S;
+	     (got = waitpid(quitter.pid, &status, WNOHANG)) == 0 && mqc_now_ns() < until;)
+		nanosleep(&(struct timespec) { .tv_nsec = 10000000 }, NULL);
+	uint64_t noticed = mqc_now_ns() - stopped;
+	assert_int_equal(tb_broker_signal(tb_test_broker(), SIGCONT), 0);
+	if (got != quitter.pid)
+		fail_msg("--keepalive 5: still connected to a stopped broker 14 s later");
+	print_message("hung broker: the device noticed %.1f s after SIGSTOP (--keepalive 5)\n",
+	    (double)noticed / 1e9);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+	assert_true(noticed <= 11 * MQC_NS_PER_S); /* 2 x 5 s, on whole seconds */
+	unlink(quitter.log);
+	int answered = 0;
+	for (uint64_t until = mqc_now_ns() + 15 * MQC_NS_PER_S; !answered && mqc_now_ns() < until;)
+		answered = send_and_count("hung", 1, 300);
+	assert_int_equal(answered, 1);
+	struct tb_responder_summary s = tb_test_responder_stop(&r);
+	assert_int_equal(s.replies, s.requests);
+	assert_int_equal(s.reconnects, 1);
+}
+
 /* A device survives its broker: the broker SIGKILLed and started again on its port, the
  * responder connects again (backoff from 100 ms to 5 s), subscribes again and answers, its
  * counters kept. With --exit-on-disconnect it exits 1 instead. */
@@ -210,7 +247,7 @@ int main(void)
 		cmocka_unit_test(legacy_request_gets_reply_on_templated_topic),
 		cmocka_unit_test(delay_holds_every_reply),
 		cmocka_unit_test(drop_leaves_requests_unanswered),
-		cmocka_unit_test(duplicate_answers_twice),
+		cmocka_unit_test(duplicate_answers_twice), cmocka_unit_test(a_hung_broker_is_noticed),
 		cmocka_unit_test(a_broker_restart_is_survived), /* last: it restarts the broker */
 	};
 	struct tb_options options = { .no_tls = true };
