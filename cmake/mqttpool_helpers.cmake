@@ -27,20 +27,31 @@ endfunction()
 
 # mqttpool_add_cmocka_test(NAME <name> SOURCES <files...> [LIBS <targets...>]
 #                          [LABELS unit|integration] [TIMEOUT <s>] [LOOPS <kind...>]
-#                          [CASES_21 <case...>])
+#                          [CASES_21 <case...>] [CASES_NETNS <case...>])
 #
 # One cmocka executable per module. Its entries, all made by mqttpool_add_test:
-#   <name>                  every case but CASES_21
+#   <name>                  every case but CASES_21 and CASES_NETNS
 #   <name>_<kind>           the same with MQP_TEST_LOOP=<kind> (LOOPS: uv, event: the pool on a
 #                           libuv or libevent loop instead of its own thread)
 #   <name>[_<kind>]_2.1     CASES_21 alone: the cases that need mosquitto 2.1, so that a machine
 #                           without it skips those entries and nothing else
+#   <name>_netns            CASES_NETNS alone, inside a network namespace of their own
+#                           (scripts/netns-run: root, ip and nft; loopback only), for cases that
+#                           blackhole their own traffic
 # The cases are chosen by TB_TEST_ONLY / TB_TEST_EXCLUDE (tb_test_run, comma-separated names).
 function(mqttpool_add_cmocka_test)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;LOOPS;CASES_21" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;LOOPS;CASES_21;CASES_NETNS"
+                        ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} PkgConfig::CMOCKA mqttpool_warnings)
   string(REPLACE ";" "," cases21 "${T_CASES_21}")
+  string(REPLACE ";" "," netns "${T_CASES_NETNS}")
+  set(apart ${T_CASES_21} ${T_CASES_NETNS})
+  string(REPLACE ";" "," apart "${apart}")
+  set(exclude "")
+  if(apart)
+    set(exclude "TB_TEST_EXCLUDE=${apart}")
+  endif()
   foreach(kind "" ${T_LOOPS})
     set(entry ${T_NAME})
     set(env "")
@@ -48,16 +59,18 @@ function(mqttpool_add_cmocka_test)
       set(entry ${T_NAME}_${kind})
       set(env "MQP_TEST_LOOP=${kind}")
     endif()
+    mqttpool_add_test(NAME ${entry} COMMAND ${T_NAME} LABELS ${T_LABELS} TIMEOUT ${T_TIMEOUT}
+                      ENVIRONMENT ${env} ${exclude})
     if(T_CASES_21)
-      mqttpool_add_test(NAME ${entry} COMMAND ${T_NAME} LABELS ${T_LABELS} TIMEOUT ${T_TIMEOUT}
-                        ENVIRONMENT ${env} "TB_TEST_EXCLUDE=${cases21}")
       mqttpool_add_test(NAME ${entry}_2.1 COMMAND ${T_NAME} LABELS ${T_LABELS}
                         TIMEOUT ${T_TIMEOUT} ENVIRONMENT ${env} "TB_TEST_ONLY=${cases21}")
-    else()
-      mqttpool_add_test(NAME ${entry} COMMAND ${T_NAME} LABELS ${T_LABELS} TIMEOUT ${T_TIMEOUT}
-                        ENVIRONMENT ${env})
     endif()
   endforeach()
+  if(T_CASES_NETNS)
+    mqttpool_add_test(NAME ${T_NAME}_netns
+                      COMMAND ${PROJECT_SOURCE_DIR}/scripts/netns-run $<TARGET_FILE:${T_NAME}>
+                      LABELS ${T_LABELS} TIMEOUT ${T_TIMEOUT} ENVIRONMENT "TB_TEST_ONLY=${netns}")
+  endif()
 endfunction()
 
 # mqttpool_add_script_test(NAME <name> COMMAND <cmd...> [LABELS ...] [TIMEOUT <s>] [RUN_SERIAL])

@@ -223,14 +223,43 @@ static uint64_t wait_suspect(mqp_pool *p, unsigned i, unsigned want, int timeout
 	return node_stats(p, i).suspect == want ? mqc_now_ns() : 0;
 }
 
-/* Under 500 requests/s over two nodes, node 1 SIGSTOPped: its kernel keeps the connections open
- * and acknowledges, nothing answers, nothing is reset. Noticed within 2 s (silence_ms 500 +
- * ping_timeout_ms 1000 + the 100 ms check, by default); what fails is only what was in flight on
- * it or sent to it before then, with MQP_ECONNLOST, never a timeout; every request sent after
- * that is answered (by node 0); after SIGCONT it carries connections again within 10 s. */
-static void a_silent_node_is_noticed_and_routed_around(void **state)
+/* How a node goes silent, and comes back. */
+enum silence { SIGSTOPPED, BLACKHOLED };
+
+/* Every packet to or from port dropped (on) or not (off), in this network namespace. */
+static void blackhole(int port, bool on)
 {
-	(void)state;
+	char cmd[512];
+	if (on)
+		snprintf(cmd, sizeof cmd,
+		    "nft add table inet mqp_test && nft add chain inet mqp_test out "
+		    "'{ type filter hook output priority 0; }' && "
+		    "nft add rule inet mqp_test out tcp dport %d drop && "
+		    "nft add rule inet mqp_test out tcp sport %d drop",
+		    port, port);
+	else
+		snprintf(cmd, sizeof cmd, "nft delete table inet mqp_test");
+	if (system(cmd) != 0)
+		fail_msg("%s: failed", cmd);
+}
+
+static void go_silent(struct node *n, enum silence how, bool silent)
+{
+	if (how == SIGSTOPPED)
+		assert_int_equal(tb_broker_signal(n->broker, silent ? SIGSTOP : SIGCONT), 0);
+	else
+		blackhole(n->port, silent);
+}
+
+/* Under 500 requests/s over two nodes, node 1 goes silent: SIGSTOPped (its kernel keeps the
+ * connections open and acknowledges, nothing answers) or blackholed (every packet dropped, as a
+ * firewall or a NAT that lost its state does); nothing is reset. Noticed within 2 s (silence_ms
+ * 500 + ping_timeout_ms 1000 + the 100 ms check, by default); what fails is only what was in
+ * flight on it or sent to it before then, with MQP_ECONNLOST, never a timeout; every request sent
+ * after that is answered (by node 0); once it answers again it carries connections within 10 s. */
+static void silent_node_under_load(enum silence how)
+{
+	const char *what = how == SIGSTOPPED ? "SIGSTOP" : "blackhole";
 	struct node nodes[2];
 	/* Devices that take 20 ms: about 10 requests in flight, so every connection carries some
 	 * (with instant replies the first connections in order take nearly all, and a silent one
@@ -264,7 +293,7 @@ static void a_silent_node_is_noticed_and_routed_around(void **state)
 			struct mqp_node_stats s = node_stats(p, 1);
 			on_it_at_stop = s.requests;
 			inflight_at_stop = s.inflight;
-			assert_int_equal(tb_broker_signal(nodes[1].broker, SIGSTOP), 0);
+			go_silent(&nodes[1], how, true);
 			stopped = mqc_now_ns();
 		} else if (stopped && !detected) {
 			struct mqp_node_stats s = node_stats(p, 1);
@@ -281,8 +310,8 @@ static void a_silent_node_is_noticed_and_routed_around(void **state)
 		}
 	}
 	if (!detected)
-		fail_msg("node 1 was not noticed within %.1f s of its SIGSTOP",
-		    (double)(mqc_now_ns() - stopped) / 1e9);
+		fail_msg("node 1 was not noticed within %.1f s of its %s",
+		    (double)(mqc_now_ns() - stopped) / 1e9, what);
 	unsigned failed = 0, late = 0;
 	for (int i = 0; i < N; i++) {
 		assert_true(wait_flag(&calls[i].calls, 7000));
@@ -294,25 +323,43 @@ static void a_silent_node_is_noticed_and_routed_around(void **state)
 		late += rc != MQP_OK && sent_at[i] > detected;
 	}
 	uint64_t bound = inflight_at_stop + (on_it_at_detection - on_it_at_stop);
-	print_message("silent node: noticed %.0f ms after SIGSTOP; %u failed (bound: %llu in flight on "
+	print_message("silent node (%s): noticed %.0f ms after; %u failed (bound: %llu in flight on "
 	              "it + %llu sent to it before then), %u of them sent after\n",
-	    (double)(detected - stopped) / 1e6, failed, (unsigned long long)inflight_at_stop,
+	    what, (double)(detected - stopped) / 1e6, failed, (unsigned long long)inflight_at_stop,
 	    (unsigned long long)(on_it_at_detection - on_it_at_stop), late);
 	assert_true(detected - stopped <= 2000 * MQC_NS_PER_MS);
 	assert_int_equal(late, 0);
 	assert_true(failed <= bound);
 	/* Back: a fresh CONNACK and a PINGRESP, within max(eviction interval, 10 s). */
 	uint64_t resumed = mqc_now_ns();
-	assert_int_equal(tb_broker_signal(nodes[1].broker, SIGCONT), 0);
+	go_silent(&nodes[1], how, false);
 	uint64_t cleared = wait_suspect(p, 1, 0, 10000);
 	if (!cleared)
-		fail_msg("node 1 still suspect 10 s after SIGCONT: %s", node_stats(p, 1).last_error);
+		fail_msg(
+		    "node 1 still suspect 10 s after the %s ended: %s", what, node_stats(p, 1).last_error);
 	wait_ready_on(p, 1, 1, 10000);
-	print_message(
-	    "silent node: trusted again %.1f s after SIGCONT\n", (double)(cleared - resumed) / 1e9);
+	print_message("silent node (%s): trusted again %.1f s after it ended\n", what,
+	    (double)(cleared - resumed) / 1e9);
 	mqp_pool_destroy(p);
 	for (int i = 0; i < 2; i++)
 		node_stop(&nodes[i]);
+}
+
+static void a_silent_node_is_noticed_and_routed_around(void **state)
+{
+	(void)state;
+	silent_node_under_load(SIGSTOPPED);
+}
+
+/* The same through a link that goes dark: run inside a network namespace of the test's own
+ * (scripts/netns-run, the pool_nodes_test_netns entry), where an nft rule drops node 1's port. */
+static void a_blackholed_link_is_noticed_and_routed_around(void **state)
+{
+	(void)state;
+	if (!getenv("MQP_NETNS"))
+		fail_msg("run through scripts/netns-run: it drops packets on this network namespace's "
+		         "loopback");
+	silent_node_under_load(BLACKHOLED);
 }
 
 /* The same with nothing to do: the idle connections ping on silence (half the keepalive), so
@@ -571,6 +618,7 @@ int main(void)
 		cmocka_unit_test(connections_spread_over_the_nodes_and_requests_follow),
 		cmocka_unit_test(a_lost_node_costs_only_what_was_in_flight_on_it),
 		cmocka_unit_test(a_silent_node_is_noticed_and_routed_around),
+		cmocka_unit_test(a_blackholed_link_is_noticed_and_routed_around),
 		cmocka_unit_test(an_idle_pool_notices_a_silent_node),
 		cmocka_unit_test(a_slow_device_is_not_a_silent_broker),
 		cmocka_unit_test(in_order_the_first_node_up_carries_everything),
