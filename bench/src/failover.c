@@ -13,7 +13,15 @@
  * broker's "no matching subscribers" comes back as MQP_ENORESPONDER. --rounds N runs it all N
  * times on fresh nodes and prints the medians. Numbers, not a gate.
  *
+ * --fault stop: node 1 is SIGSTOPped instead (a broker that hangs: its kernel keeps the
+ * connections and acknowledges, nothing answers, nothing is reset) and SIGCONTed at 70 %; also
+ * printed: how long after the stop the pool called it unresponsive (the node suspect), the
+ * requests that failed against those in flight on it at the stop plus those sent to it before
+ * it was noticed, how many failed that were sent after, and how long after SIGCONT it was
+ * trusted again. --fault both interleaves the two, round by round, and prints each one's medians.
+ *
  * Usage: failover --responder PATH [--rate N] [--seconds S] [--nodes N] [--delay D] [--rounds N]
+ *                 [--fault kill|stop|both]
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -112,6 +120,8 @@ struct round {
 	double p99_before_ms, p99_after_ms, max_after_ms, last_lost_ms, back_s;
 	double nr_p50_ms, nr_p99_ms;
 	size_t nr_count;
+	/* --fault stop */
+	double detect_ms, failed, bound, late;
 };
 
 struct config {
@@ -119,6 +129,8 @@ struct config {
 	double rate, seconds;
 	int nnodes;
 };
+
+enum fault { FAULT_KILL, FAULT_STOP };
 
 static double ms(uint64_t ns)
 {
@@ -154,8 +166,10 @@ static void wait_done(struct call *calls, size_t n)
 struct loss {
 	mqp_pool *pool;
 	struct tb_broker *victim;
+	enum fault fault;
 	uint64_t kill_at, back_at, killed, restarted, returned;
 	unsigned inflight;
+	uint64_t detected, requests_at_kill, requests_at_detection; /* FAULT_STOP */
 };
 
 static void loss_tick(void *ctx, uint64_t now)
@@ -165,22 +179,30 @@ static void loss_tick(void *ctx, uint64_t now)
 	if (!l->killed && now >= l->kill_at) {
 		mqp_pool_node_stats(l->pool, 1, &s, sizeof s);
 		l->inflight = s.inflight;
+		l->requests_at_kill = s.requests;
 		uint64_t t = mqc_now_ns(); /* before: what the kill causes may be stamped first */
-		tb_broker_signal(l->victim, SIGKILL);
+		tb_broker_signal(l->victim, l->fault == FAULT_STOP ? SIGSTOP : SIGKILL);
 		l->killed = t;
+	}
+	if (l->killed && !l->detected && l->fault == FAULT_STOP
+	    && mqp_pool_node_stats(l->pool, 1, &s, sizeof s) > 1 && s.suspect) {
+		l->detected = mqc_now_ns();
+		l->requests_at_detection = s.requests;
 	}
 	if (l->killed && !l->restarted && now >= l->back_at) {
 		char err[512];
-		if (tb_broker_restart(l->victim, err, sizeof err) != 0)
+		if (l->fault == FAULT_STOP)
+			tb_broker_signal(l->victim, SIGCONT);
+		else if (tb_broker_restart(l->victim, err, sizeof err) != 0)
 			fprintf(stderr, "failover: restart: %s\n", err);
 		l->restarted = mqc_now_ns();
 	}
-	if (l->restarted && !l->returned && mqp_pool_node_stats(l->pool, 1, &s, sizeof s) > 1
-	    && s.ready)
+	if (l->restarted && !l->returned && mqp_pool_node_stats(l->pool, 1, &s, sizeof s) > 1 && s.ready
+	    && !s.suspect)
 		l->returned = mqc_now_ns();
 }
 
-static int run_round(const struct config *cfg, struct round *out)
+static int run_round(const struct config *cfg, enum fault fault, struct round *out)
 {
 	struct tb_broker *node[NODES_MAX];
 	pid_t dev[NODES_MAX];
@@ -233,6 +255,7 @@ static int run_round(const struct config *cfg, struct round *out)
 	uint64_t t0 = mqc_now_ns() + 100 * MQC_NS_PER_MS, period = (uint64_t)(1e9 / cfg->rate);
 	struct loss l = { .pool = pool,
 		.victim = node[1],
+		.fault = fault,
 		.kill_at = t0 + (uint64_t)(cfg->seconds * 0.4e9),
 		.back_at = t0 + (uint64_t)(cfg->seconds * 0.7e9) };
 	paced(pool, "fo/cmd", calls, n, t0, period, loss_tick, &l);
@@ -263,6 +286,8 @@ static int run_round(const struct config *cfg, struct round *out)
 		out->timeouts += rc == MQP_ETIMEDOUT;
 		out->nobody += rc == MQP_ENORESPONDER;
 		out->other += rc != MQP_ECONNLOST && rc != MQP_ETIMEDOUT && rc != MQP_ENORESPONDER;
+		out->failed++;
+		out->late += l.detected && calls[i].intended > l.detected;
 		if (rc == MQP_ECONNLOST && calls[i].done > last_lost)
 			last_lost = calls[i].done;
 	}
@@ -283,11 +308,21 @@ static int run_round(const struct config *cfg, struct round *out)
 	out->nr_count = (size_t)nobody.count;
 	out->nr_p50_ms = ms(mqc_hist_percentile(&nobody, 50));
 	out->nr_p99_ms = ms(mqc_hist_percentile(&nobody, 99));
+	out->detect_ms = l.detected ? ms(l.detected - l.killed) : -1;
+	out->bound = (double)l.inflight + (double)(l.requests_at_detection - l.requests_at_kill);
 
 	printf("failover: %d nodes, %.0f requests/s for %.0f s, QoS 1, devices answer after %s; "
-	       "node 1 SIGKILLed at %.1f s, started again at %.1f s\n",
-	    cfg->nnodes, cfg->rate, cfg->seconds, cfg->delay, (double)(l.killed - t0) / 1e9,
-	    (double)(l.restarted - t0) / 1e9);
+	       "node 1 %s at %.1f s, %s at %.1f s\n",
+	    cfg->nnodes, cfg->rate, cfg->seconds, cfg->delay,
+	    fault == FAULT_STOP ? "SIGSTOPped" : "SIGKILLed", (double)(l.killed - t0) / 1e9,
+	    fault == FAULT_STOP ? "SIGCONTed" : "started again", (double)(l.restarted - t0) / 1e9);
+	if (fault == FAULT_STOP && l.detected)
+		printf("  noticed unresponsive %.0f ms after the stop; %.0f failed (bound: %u in flight on "
+		       "it + %llu sent to it before then), %.0f of them sent after\n",
+		    out->detect_ms, out->failed, l.inflight,
+		    (unsigned long long)(l.requests_at_detection - l.requests_at_kill), out->late);
+	else if (fault == FAULT_STOP)
+		printf("  NOT noticed: node 1 was never called unresponsive\n");
 	printf("  failed: %u connection lost (in flight on node 1 at the kill: %u), %u timed out, "
 	       "%u other\n",
 	    out->lost, out->inflight_lost, out->timeouts, out->other);
@@ -302,9 +337,11 @@ static int run_round(const struct config *cfg, struct round *out)
 		       "the lost node's timeout\n",
 		    out->last_lost_ms);
 	if (l.returned)
-		printf("  node 1 carried a ready connection again %.2f s after its restart\n", out->back_s);
+		printf("  node 1 carried a ready connection again (trusted) %.2f s after its %s\n",
+		    out->back_s, fault == FAULT_STOP ? "SIGCONT" : "restart");
 	else
-		printf("  node 1 carried no connection within 15 s of its restart\n");
+		printf("  node 1 carried no trusted connection within 15 s of its %s\n",
+		    fault == FAULT_STOP ? "SIGCONT" : "restart");
 	print_window("no responder (0x10)", &nobody);
 	mqp_pool_destroy(pool);
 	for (int i = 0; i < cfg->nnodes; i++) {
@@ -339,6 +376,7 @@ int main(int argc, char **argv)
 {
 	struct config cfg = { .delay = "2ms", .rate = 2000, .seconds = 12, .nnodes = 3 };
 	int rounds = 1;
+	const char *fault = "kill";
 	for (int i = 1; i < argc; i++) {
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(argv[i], "--responder") == 0 && v)
@@ -353,28 +391,50 @@ int main(int argc, char **argv)
 			cfg.delay = argv[++i];
 		else if (strcmp(argv[i], "--rounds") == 0 && v)
 			rounds = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--fault") == 0 && v)
+			fault = argv[++i];
 		else {
 			fprintf(stderr,
 			    "usage: failover --responder PATH [--rate N (2000)] [--seconds S (12)] "
-			    "[--nodes N (3)] [--delay D (2ms, each device's answer)] [--rounds N (1)]\n");
+			    "[--nodes N (3)] [--delay D (2ms, each device's answer)] [--rounds N (1)] "
+			    "[--fault kill|stop|both (kill)]\n");
 			return 2;
 		}
 	}
 	if (!cfg.responder || cfg.rate < 1 || cfg.rate > 50000 || cfg.seconds < 8 || cfg.seconds > 600
-	    || cfg.nnodes < 2 || cfg.nnodes > NODES_MAX || rounds < 1 || rounds > 64) {
+	    || cfg.nnodes < 2 || cfg.nnodes > NODES_MAX || rounds < 1 || rounds > 64
+	    || (strcmp(fault, "kill") != 0 && strcmp(fault, "stop") != 0
+	        && strcmp(fault, "both") != 0)) {
 		fprintf(stderr,
 		    "failover: --responder is required; --rate 1..50000, --seconds 8..600, "
-		    "--nodes 2..8, --rounds 1..64\n");
+		    "--nodes 2..8, --rounds 1..64, --fault kill, stop or both\n");
 		return 2;
 	}
+	bool both = strcmp(fault, "both") == 0;
 	signal(SIGPIPE, SIG_IGN);
-	struct round r[64];
-	for (int i = 0; i < rounds; i++) {
-		if (rounds > 1)
-			printf("== round %d of %d\n", i + 1, rounds);
-		if (run_round(&cfg, &r[i]) != 0)
+	struct round r[64], stopped[64];
+	int nkill = 0, nstop = 0;
+	for (int i = 0; i < (both ? 2 * rounds : rounds); i++) {
+		enum fault f = both              ? (i % 2 ? FAULT_STOP : FAULT_KILL)
+		    : strcmp(fault, "stop") == 0 ? FAULT_STOP
+		                                 : FAULT_KILL;
+		if (rounds > 1 || both)
+			printf("== round %d of %d\n", i + 1, both ? 2 * rounds : rounds);
+		if (run_round(&cfg, f, f == FAULT_STOP ? &stopped[nstop++] : &r[nkill++]) != 0)
 			return 1;
 	}
+	if (nstop > 1)
+		printf("== medians of %d SIGSTOP rounds: noticed %.0f ms after the stop; %.0f failed "
+		       "(bound %.0f), %.0f sent after it was noticed; p99 in the 5 s after %.2f ms (max "
+		       "%.2f ms); trusted again %.2f s after SIGCONT\n",
+		    nstop, median(stopped, nstop, offsetof(struct round, detect_ms)),
+		    median(stopped, nstop, offsetof(struct round, failed)),
+		    median(stopped, nstop, offsetof(struct round, bound)),
+		    median(stopped, nstop, offsetof(struct round, late)),
+		    median(stopped, nstop, offsetof(struct round, p99_after_ms)),
+		    median(stopped, nstop, offsetof(struct round, max_after_ms)),
+		    median(stopped, nstop, offsetof(struct round, back_s)));
+	rounds = nkill;
 	if (rounds > 1)
 		printf("== medians of %d rounds: p99 before %.2f ms, in the 5 s after the loss %.2f ms "
 		       "(max %.2f ms); the last 'connection lost' %.2f ms after the kill; the node back "
