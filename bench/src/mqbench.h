@@ -64,10 +64,11 @@ struct bench_opts {
 	/* request */
 	int request_mode; /* -1: naive, pool and dedicated; 0 naive, 1 pool, 2 dedicated, 3 loop */
 	unsigned pool_size;
-	uint64_t timeout_ns;        /* per request */
-	uint64_t fail_after_ns;     /* a mode with only connection failures this long ends */
-	const char *reply_template; /* the legacy model's reply topic (mqc_template.h) */
-	bool legacy;                /* --protocol 3.1.1 or --reply-template: the legacy model */
+	uint64_t timeout_ns;                  /* per request */
+	unsigned silence_ms, ping_timeout_ms; /* the pool's liveness (0: its defaults) */
+	uint64_t fail_after_ns;               /* a mode with only connection failures this long ends */
+	const char *reply_template;           /* the legacy model's reply topic (mqc_template.h) */
+	bool legacy; /* --protocol 3.1.1 or --reply-template: the legacy model */
 	bool topic_given;
 };
 
@@ -121,9 +122,15 @@ struct bench_failures {
 	atomic_uint_fast64_t last_ok_ns; /* the last outcome that was not a connection failure */
 	atomic_bool give_up;             /* --fail-after passed with nothing but those */
 	char give_up_cause[512];
+	/* pool and loop modes: nodes the pool found silent (a hung broker, a dark link) */
+	uint64_t unresponsive;  /* connections called unresponsive, all nodes */
+	char silent_nodes[512]; /* "HOST:PORT (N), ..." */
 };
 void bench_failures_init(struct bench_failures *f, const char *mode, uint64_t now);
 void bench_failures_free(struct bench_failures *f);
+/** Before the pool of a pool or loop mode goes: the nodes it found silent, into f. */
+struct mqp_pool;
+void bench_failures_nodes(struct bench_failures *f, struct mqp_pool *pool);
 /** A failure with its cause; connection: no connection could be had. fail_after_ns: the run's
  *  --fail-after (the mode gives up when it passes with nothing else). */
 void bench_failure(struct bench_failures *f, const char *cause, bool connection, uint64_t now,

@@ -48,6 +48,8 @@ enum {
 	O_CTIMEOUT,
 	O_SOURCE,
 	O_POOLSIZE,
+	O_SILENCE,
+	O_PING_TIMEOUT,
 	O_TIMEOUT,
 	O_BACKLOG,
 	O_REPLYTPL,
@@ -190,6 +192,15 @@ static const struct mqc_cli_opt options[] = {
 	    R_ },
 	{ "timeout", O_TIMEOUT, "D", "per request (default 5s)", R_ },
 	{ "pool-size", O_POOLSIZE, "N", "the pool's max_size (default 10)", R_ },
+	{ "silence", O_SILENCE, "D",
+	    "pool, loop: a connection with requests in flight that has\nreceived nothing for D "
+	    "pings (default 500ms)",
+	    R_ },
+	{ "ping-timeout", O_PING_TIMEOUT, "D",
+	    "pool, loop: nothing back within D of that ping: the broker\nis silent (hung, or the "
+	    "link went dark) - what was in flight on it\nfails at once, counted and named, the "
+	    "rest goes to the other\nnodes (default 1s)",
+	    R_ },
 	MQC_CLI_END,
 };
 
@@ -321,6 +332,16 @@ static int on_option(const struct mqc_cli *cli, int key, const char *name, const
 				return mqc_cli_bad(cli, name, value, "naive, pool, dedicated, loop or all");
 			o->request_mode = -1;
 			return 0;
+		case O_SILENCE:
+		case O_PING_TIMEOUT: {
+			uint64_t ns;
+			if (mqc_parse_duration(value, MQC_NS_PER_MS, &ns) != 0 || ns < 10 * MQC_NS_PER_MS
+			    || ns > 600 * MQC_NS_PER_S)
+				return mqc_cli_bad(cli, name, value, "a duration from 10ms to 600s");
+			*(key == O_SILENCE ? &o->silence_ms : &o->ping_timeout_ms)
+			    = (unsigned)(ns / MQC_NS_PER_MS);
+			return 0;
+		}
 		case O_POOLSIZE:
 			if (mqc_parse_u64(value, 1, 1000, &u) != 0)
 				return mqc_cli_bad(cli, name, value, "a size from 1 to 1000");

@@ -307,6 +307,8 @@ static struct mqp_pool_options pool_options(const struct bench_opts *o)
 	po.protocol = o->net.conn.protocol == 4 ? 4 : 5;
 	po.ws_header = o->net.ws_header;
 	po.v311_advice = "use --protocol 3.1.1"; /* as the naive and dedicated modes say */
+	po.silence_ms = o->silence_ms;
+	po.ping_timeout_ms = o->ping_timeout_ms;
 	return po;
 }
 
@@ -405,8 +407,10 @@ static int run_mode(const struct bench_opts *o, int mode, uint16_t run, struct m
 	}
 	bench_cost_stop(&r->cost);
 	uint64_t elapsed = mqc_now_ns() - s.t0;
-	if (s.pool)
+	if (s.pool) {
+		bench_failures_nodes(&r->failures, s.pool);
 		mqp_pool_destroy(s.pool);
+	}
 	nanosleep(&(struct timespec) { .tv_nsec = 200000000 }, NULL); /* let the probe see them go */
 	bench_probe_read(o->metrics_url, &r->p1);
 	r->done = atomic_load(&s.done);
@@ -450,6 +454,8 @@ int bench_run_request(const struct bench_opts *o)
 			cJSON_AddNumberToObject(one, "timeouts", (double)r[m].timeouts);
 			cJSON_AddNumberToObject(one, "no_responder", (double)r[m].no_responder);
 			cJSON_AddNumberToObject(one, "errors", (double)r[m].errors);
+			if (m == 1 || m == 3) /* the pool's modes: connections it found silent */
+				cJSON_AddNumberToObject(one, "unresponsive", (double)r[m].failures.unresponsive);
 			if (r[m].p0.ok && r[m].p1.ok && r[m].p1.has_connects)
 				cJSON_AddNumberToObject(one, "connects", r[m].p1.connects - r[m].p0.connects);
 			if (r[m].p0.ok && r[m].p1.ok)
@@ -585,6 +591,12 @@ int bench_run_request(const struct bench_opts *o)
 			    bench_request_modes[m], o->pub_topic, loop_hint(o, loop, sizeof loop));
 			rc = 1;
 		}
+		if (r[m].ran && f->unresponsive)
+			fprintf(stderr,
+			    "mqbench: %s: a broker went silent (a PINGREQ unanswered: hung, or the link went "
+			    "dark): %s; what was in flight on it failed at once (connection lost), the rest "
+			    "went to the other nodes\n",
+			    bench_request_modes[m], f->silent_nodes);
 		if (r[m].ran && (r[m].errors || f->n)) {
 			char text[2048];
 			bench_failures_text(f, text, sizeof text);

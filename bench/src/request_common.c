@@ -65,6 +65,21 @@ void bench_failure(struct bench_failures *f, const char *cause, bool connection,
 	pthread_mutex_unlock(&f->lock);
 }
 
+void bench_failures_nodes(struct bench_failures *f, struct mqp_pool *pool)
+{
+	unsigned nodes = mqp_pool_node_stats(pool, 0, NULL, 0);
+	size_t at = 0;
+	for (unsigned k = 0; k < nodes; k++) {
+		struct mqp_node_stats n;
+		if (mqp_pool_node_stats(pool, k, &n, sizeof n) <= k || !n.unresponsive)
+			continue;
+		f->unresponsive += n.unresponsive;
+		if (at < sizeof f->silent_nodes)
+			at += (size_t)snprintf(f->silent_nodes + at, sizeof f->silent_nodes - at, "%s%s (%llu)",
+			    at ? ", " : "", n.where, (unsigned long long)n.unresponsive);
+	}
+}
+
 void bench_failures_text(struct bench_failures *f, char *out, size_t len)
 {
 	pthread_mutex_lock(&f->lock);

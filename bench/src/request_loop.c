@@ -58,6 +58,7 @@ static void stop(struct loop_run *lr)
 	uv_close((uv_handle_t *)&lr->retry, NULL);
 	if (lr->tfd >= 0)
 		uv_close((uv_handle_t *)&lr->slots, NULL);
+	bench_failures_nodes(lr->r->failures, lr->pool);
 	mqp_pool_destroy(lr->pool); /* from a callback: when its run ends */
 }
 
