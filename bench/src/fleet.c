@@ -36,6 +36,7 @@
 #include "mqc_clock.h"
 #include "mqc_codec.h"
 #include "mqc_heap.h"
+#include "mqc_net.h"
 
 #ifndef IP_BIND_ADDRESS_NO_PORT
 #define IP_BIND_ADDRESS_NO_PORT 24
@@ -334,6 +335,9 @@ static int dial_tcp(struct fleet *r, struct attempt *a)
 		return -errno;
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	/* A held connection whose link went dark fails within two keepalives (its PINGREQs are
+	 * never acknowledged), not after tcp_retries2's ~15 minutes. */
+	mqc_tcp_user_timeout(fd, 2000u * r->o->keepalive_s);
 	if (r->nsources) {
 		/* Let connect() pick the port per (source, destination): no early port exhaustion. */
 		setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);

@@ -111,8 +111,12 @@ int mqc_client_connect(struct mosquitto *m, const struct mqc_conn_opts *o, char 
 	int keepalive = o->keepalive_s ? (int)o->keepalive_s : 30;
 	mqc_tls_clear_refusal(); /* what this connection's handshake refuses, and nothing older */
 	int rc = mosquitto_connect_bind_async(m, o->url.host, o->url.port, keepalive, o->bind_address);
-	if (rc == MOSQ_ERR_SUCCESS)
+	if (rc == MOSQ_ERR_SUCCESS) {
+		/* Written data nobody acknowledges (a link gone dark) fails the connection within two
+		 * keepalives, as an unanswered PINGREQ does silence - not after tcp_retries2's ~15 min. */
+		mqc_tcp_user_timeout(mosquitto_socket(m), 2000u * (unsigned)keepalive);
 		return 0;
+	}
 	char where[MQC_URL_HOST_MAX + 32];
 	mqc_url_format(&o->url, where, sizeof where);
 	snprintf(err, errlen, "connect to %s: %s", where, mqc_client_strerror(rc));

@@ -375,9 +375,7 @@ static int run(struct responder *r, int sfd)
 {
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	int sock = mosquitto_socket(r->m);
-	/* Data nobody acknowledges fails the connection in bounded time, as keepalive does silence. */
-	mqc_tcp_user_timeout(sock, 2000 * r->o.net.conn.keepalive_s);
+	int sock = mosquitto_socket(r->m); /* TCP_USER_TIMEOUT set by mqc_client_connect */
 	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = EV_SOCKET };
 	struct epoll_event tev = { .events = EPOLLIN, .data.u32 = EV_TIMER };
 	struct epoll_event sev = { .events = EPOLLIN, .data.u32 = EV_SIGNAL };
@@ -398,6 +396,7 @@ static int run(struct responder *r, int sfd)
 		}
 		if (sock < 0 && mosquitto_socket(r->m) >= 0) { /* a new connection */
 			sock = mosquitto_socket(r->m);
+			/* Reconnected: the socket is new, so is its TCP_USER_TIMEOUT (2 keepalives). */
 			mqc_tcp_user_timeout(sock, 2000 * r->o.net.conn.keepalive_s);
 			want_out = true;
 			ev = (struct epoll_event) { .events = EPOLLIN | EPOLLOUT, .data.u32 = EV_SOCKET };
