@@ -209,9 +209,11 @@ static void loss_tick(void *ctx, uint64_t now)
 
 static int run_round(const struct config *cfg, enum fault fault, struct round *out)
 {
-	struct tb_broker *node[NODES_MAX];
-	pid_t dev[NODES_MAX];
+	struct tb_broker *node[NODES_MAX] = { 0 };
+	pid_t dev[NODES_MAX] = { 0 };
 	char list[512] = "mqtt://", err[512];
+	if (cfg->nnodes < 2 || cfg->nnodes > NODES_MAX)
+		return -1; /* main checked: node 1 is the one that fails */
 	struct tb_options to = { .no_tls = true,
 		.no_probe = true,
 		.allow_anonymous = true,
