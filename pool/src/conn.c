@@ -14,12 +14,14 @@
 #include <sys/epoll.h>
 
 #include "claims.h"
+#include "legacy.h"
 #include "logic.h"
 #include "mqc_clock.h"
 #include "mqc_codec.h"
 #include "mqc_random.h"
 #include "mqc_verdict.h"
 #include "node.h"
+#include "session.h"
 
 /* What the pool tells the broker in CONNECT: QoS 1 and 2 messages it may have unacknowledged
  * with us (the pool acknowledges each at once), and the largest packet we take. */
@@ -27,40 +29,6 @@ enum { RECEIVE_MAX = 256 };
 /* MQTT 3.1.1 has no Receive Maximum: as many QoS 1 and 2 publishes in flight as libmosquitto
  * allows by default. */
 enum { QUOTA_311 = 20 };
-
-/* --- packet identifiers ------------------------------------------------------------------- */
-
-static struct mid_use *mid_find(struct pconn *c, uint16_t mid)
-{
-	for (unsigned i = 0; i < c->nmids; i++)
-		if (c->mids[i].mid == mid)
-			return &c->mids[i];
-	return NULL;
-}
-
-/* A free packet identifier, recorded as kind for op; 0 when out of memory. */
-static uint16_t mid_take(struct pconn *c, enum mid_kind kind, struct op *op)
-{
-	if (c->nmids == c->mids_cap) {
-		unsigned cap = c->mids_cap ? c->mids_cap * 2 : 16;
-		struct mid_use *grown = cap < 65535 ? realloc(c->mids, cap * sizeof *grown) : NULL;
-		if (!grown)
-			return 0;
-		c->mids = grown;
-		c->mids_cap = cap;
-	}
-	uint16_t mid;
-	do { /* fewer than 65535 are ever in use (bounded above), so this ends */
-		mid = ++c->next_mid ? c->next_mid : ++c->next_mid;
-	} while (mid_find(c, mid));
-	c->mids[c->nmids++] = (struct mid_use) { .mid = mid, .kind = (uint8_t)kind, .op = op };
-	return mid;
-}
-
-static void mid_drop(struct pconn *c, struct mid_use *u)
-{
-	*u = c->mids[--c->nmids];
-}
 
 /* --- connections ------------------------------------------------------------------------ */
 
@@ -274,26 +242,7 @@ static void probe_verdict(struct mqp_pool *p, bool answered, uint8_t code, const
 	c->dead = true;
 }
 
-/* --- sending ------------------------------------------------------------------------------ */
-
-static void conn_error(struct mqp_pool *p, struct pconn *c, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void conn_error(struct mqp_pool *p, struct pconn *c, const char *fmt, ...)
-{
-	if (c->probe) {
-		c->dead = true;
-		return; /* the probe's messages are its verdict's */
-	}
-	char text[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof text, fmt, ap);
-	va_end(ap);
-	mqp__set_error(p, "%s", text);
-	c->dead = true;
-	if (!c->ready)
-		c->failed_connect = true;
-}
+/* --- protocol errors and CONNECT --------------------------------------------------------- */
 
 /* The broker broke the protocol: counted, said, and the connection closed cleanly. */
 static void protocol_error(struct mqp_pool *p, struct pconn *c, mqc_malformed why)
@@ -301,7 +250,7 @@ static void protocol_error(struct mqp_pool *p, struct pconn *c, mqc_malformed wh
 	atomic_fetch_add(&p->stats.protocol_errors, 1);
 	if (c->protocol == 5 && c->stage != STAGE_TRANSPORT)
 		mqc_enc_disconnect(&c->w.tx, 5, MQC_RC_MALFORMED_PACKET);
-	conn_error(
+	mqp__conn_error(
 	    p, c, "connection to %s closed: the broker sent a malformed packet (%s)", c->w.where, why);
 	if (!c->probe)
 		mqp__log(p, MQP_LOG_ERROR,
@@ -323,353 +272,11 @@ static void send_connect(struct mqp_pool *p, struct pconn *c)
 	int rc = mqc_enc_connect(&c->w.tx, &m);
 	c->connect_len = mqc_buf_live(&c->w.tx) - before;
 	if (rc != MQC_ENC_OK) {
-		conn_error(p, c, "connect to %s: cannot encode CONNECT (%s)", c->w.where,
+		mqp__conn_error(p, c, "connect to %s: cannot encode CONNECT (%s)", c->w.where,
 		    rc == MQC_ENC_NOMEM ? "out of memory" : "a client id, user name or password too long");
 		return;
 	}
 	c->stage = STAGE_CONNACK;
-}
-
-/* The properties of op's PUBLISH: a request's Response Topic, Correlation Data and expiry. */
-static void request_props(const struct pconn *c, const struct op *op, struct mqc_pub_props *pp)
-{
-	*pp = (struct mqc_pub_props) { 0 };
-	if (op->kind != OP_REQUEST)
-		return;
-	uint64_t now = mqc_now_ns();
-	/* ceil(time left) in seconds, at least 1: the header's promise */
-	uint64_t left = op->deadline > now ? op->deadline - now : 0;
-	uint32_t expiry = (uint32_t)((left + MQC_NS_PER_S - 1) / MQC_NS_PER_S);
-	pp->response_topic = c->inbox;
-	pp->corr = op->corr;
-	pp->corr_len = MQP_CORR_LEN;
-	pp->has_expiry = true;
-	pp->expiry_s = expiry ? expiry : 1;
-}
-
-/* The pool's error for an encoder's. */
-static int enc_error(int rc)
-{
-	return rc == MQC_ENC_OK     ? MQP_OK
-	    : rc == MQC_ENC_TOOBIG  ? MQP_ETOOBIG
-	    : rc == MQC_ENC_INVALID ? MQP_EINVAL
-	                            : MQP_ENOMEM;
-}
-
-/* Encode op's PUBLISH now (QoS 1/2: with a packet identifier). */
-static int send_publish(struct pconn *c, struct op *op)
-{
-	uint16_t mid = 0;
-	if (op->qos) {
-		mid = mid_take(c, op->qos == 1 ? MID_PUB1 : MID_PUB2, op);
-		if (!mid)
-			return MQP_ENOMEM;
-	}
-	struct mqc_pub_props pp;
-	request_props(c, op, &pp);
-	int rc = mqc_enc_publish(
-	    &c->w.tx, c->protocol, op->topic, op->qos, op->retain != 0, mid, &pp, op->payload, op->len);
-	if (rc != MQC_ENC_OK) {
-		if (mid)
-			mid_drop(c, mid_find(c, mid));
-		return enc_error(rc);
-	}
-	op->mid = mid;
-	if (op->kind == OP_LEGACY)
-		op->sent = true; /* from now on the device may answer */
-	if (op->qos) {
-		c->unacked++;
-	} else if (op->kind != OP_REQUEST && op->kind != OP_LEGACY) {
-		/* written is done once the wire has sent it (mqp__conn_flush) */
-		op->awaiting_write = true;
-		op->wait_next = c->written;
-		c->written = op;
-	}
-	return MQP_OK;
-}
-
-/* QoS 1 and 2 publishes that waited for the broker's Receive Maximum, as room appears. */
-static void send_held(struct mqp_pool *p, struct pconn *c)
-{
-	while (c->held && c->unacked < c->quota) {
-		struct op *op = c->held;
-		c->held = op->wait_next;
-		if (!c->held)
-			c->held_tail = &c->held;
-		op->held = false;
-		int rc = send_publish(c, op);
-		if (rc != MQP_OK)
-			mqp__finish(p, op, rc);
-	}
-}
-
-int mqp__conn_publish(struct mqp_pool *p, struct pconn *c, struct op *op)
-{
-	if (op->qos > c->max_qos || (op->retain && !c->retain_available))
-		return MQP_EDENIED; /* what its CONNACK said it does not take */
-	if (!mqc_utf8_valid(op->topic, strlen(op->topic)))
-		return MQP_EINVAL;
-	/* The packet as it will be written, against the broker's Maximum Packet Size (or MQTT's own
-	 * limit): refused now, with both sizes said, rather than by the encoder later. */
-	struct mqc_pub_props pp;
-	request_props(c, op, &pp);
-	size_t size = mqc_publish_size(c->protocol, op->topic, op->qos, &pp, op->len);
-	size_t limit = c->w.tx.max_packet ? c->w.tx.max_packet : (size_t)MQC_REMAINING_MAX + 5;
-	if (size > limit) {
-		if (c->w.tx.max_packet)
-			mqp__set_error(p,
-			    "a PUBLISH to %s of %zu bytes is larger than the broker at %s takes (its Maximum "
-			    "Packet Size, %zu bytes)",
-			    op->topic, size, c->w.where, limit);
-		else
-			mqp__set_error(p, "a PUBLISH to %s of %zu payload bytes does not fit in an MQTT packet",
-			    op->topic, op->len);
-		return MQP_ETOOBIG;
-	}
-	c->last_used = mqc_now_ns();
-	if (op->qos && c->unacked >= c->quota) {
-		op->held = true;
-		op->wait_next = NULL;
-		*c->held_tail = op;
-		c->held_tail = &op->wait_next;
-		return MQP_OK;
-	}
-	return send_publish(c, op);
-}
-
-static int subscribe(struct pconn *c, enum mid_kind kind, struct op *op, const char *filter,
-    int qos, int options, uint32_t sub_id, uint16_t *mid_out)
-{
-	if (!mqc_utf8_valid(filter, strlen(filter)))
-		return MQP_EINVAL;
-	uint16_t mid = mid_take(c, kind, op);
-	if (!mid)
-		return MQP_ENOMEM;
-	int rc = mqc_enc_subscribe(
-	    &c->w.tx, c->protocol, mid, filter, qos, options, c->sub_ids_available ? sub_id : 0);
-	if (rc != MQC_ENC_OK) {
-		mid_drop(c, mid_find(c, mid));
-		return enc_error(rc);
-	}
-	*mid_out = mid;
-	return MQP_OK;
-}
-
-int mqp__conn_subscribe(struct mqp_pool *p, struct pconn *c, struct op *op, const char *filter,
-    int qos, int options, uint32_t sub_id)
-{
-	/* What the broker's CONNACK said it does not take is refused here, saying so: sent, it
-	 * would be a protocol error [MQTT-3.2.2-...] and the connection would close. */
-	bool shared = strncmp(filter, "$share/", 7) == 0;
-	if ((!c->wildcards_available && strpbrk(filter, "+#")) || (!c->shared_available && shared)) {
-		mqp__set_error(p, "the broker at %s takes no %s subscriptions (its CONNACK said so): %s",
-		    c->w.where, shared && !c->shared_available ? "shared" : "wildcard", filter);
-		return MQP_EDENIED;
-	}
-	uint16_t mid = 0;
-	int rc = subscribe(c, MID_SUB, op, filter, qos, options, sub_id, &mid);
-	op->mid = mid;
-	return rc;
-}
-
-void mqp__conn_unsubscribe(struct mqp_pool *p, struct pconn *c, const char *filter)
-{
-	(void)p;
-	uint16_t mid = mid_take(c, MID_UNSUB, NULL);
-	if (mid && mqc_enc_unsubscribe(&c->w.tx, c->protocol, mid, filter) != 0)
-		mid_drop(c, mid_find(c, mid));
-}
-
-static void send_ack(struct mqp_pool *p, struct pconn *c, int type, uint16_t mid)
-{
-	if (mqc_enc_ack(&c->w.tx, type, mid) != 0)
-		conn_error(p, c, "connection to %s: out of memory for an acknowledgement", c->w.where);
-}
-
-/* --- legacy reply topics ------------------------------------------------------------------ */
-
-static struct lsub *lsub_find(struct pconn *c, const char *topic, size_t len)
-{
-	for (unsigned i = 0; i < c->nlsubs; i++)
-		if (strlen(c->lsubs[i].topic) == len && memcmp(c->lsubs[i].topic, topic, len) == 0)
-			return &c->lsubs[i];
-	return NULL;
-}
-
-static struct op *legacy_find(struct mqp_pool *p, const char *topic, size_t len)
-{
-	struct op *op = NULL;
-	HASH_FIND(hh_legacy, p->legacy, topic, len, op);
-	return op;
-}
-
-/* Room for one more reply topic: the least recently used one no request waits on is
- * unsubscribed, and remembered a while so that what is still in flight for it is dropped. */
-static void lsub_make_room(struct mqp_pool *p, struct pconn *c)
-{
-	int lru = -1;
-	for (unsigned i = 0; i < c->nlsubs; i++) {
-		struct op *op = legacy_find(p, c->lsubs[i].topic, strlen(c->lsubs[i].topic));
-		if ((!op || op->conn != c) && c->lsubs[i].mid == 0
-		    && (lru < 0 || c->lsubs[i].last_used < c->lsubs[lru].last_used))
-			lru = (int)i;
-	}
-	if (lru < 0)
-		return;
-	struct lsub *l = &c->lsubs[lru];
-	mqp__conn_unsubscribe(p, c, l->topic);
-	unsigned oldest = 0;
-	for (unsigned i = 1; i < MQP_LTOMBS_MAX; i++)
-		if (c->tombs[i].until < c->tombs[oldest].until)
-			oldest = i;
-	free(c->tombs[oldest].topic);
-	c->tombs[oldest]
-	    = (struct ltomb) { .topic = l->topic, .until = mqc_now_ns() + 60 * MQC_NS_PER_S };
-	*l = c->lsubs[--c->nlsubs];
-}
-
-int mqp__conn_legacy(struct mqp_pool *p, struct pconn *c, struct op *op)
-{
-	size_t len = strlen(op->reply_topic);
-	struct lsub *l = lsub_find(c, op->reply_topic, len);
-	if (l) {
-		l->last_used = mqc_now_ns();
-		if (l->mid)
-			return MQP_OK; /* subscribed soon: the SUBACK sends it */
-		if (op->last_conn && op->last_conn != c->token) {
-			/* The topic's last request went out on another connection, while this one stayed
-			 * subscribed: a copy of that reply may still be on its way here, and would pass
-			 * for this request's. The broker writes a connection's packets in order: what
-			 * arrives on the topic before the PINGRESP of a PINGREQ sent now is dropped. */
-			if (mqc_enc_pingreq(&c->w.tx) != 0)
-				return MQP_ENOMEM;
-			l->barrier = ++c->pings_sent;
-			if (!l->barrier)
-				l->barrier = ++c->pings_sent; /* 0 means none */
-			return MQP_OK;
-		}
-		return mqp__conn_publish(p, c, op);
-	}
-	if (c->nlsubs == MQP_LSUBS_MAX)
-		lsub_make_room(p, c);
-	if (c->nlsubs == MQP_LSUBS_MAX)
-		return MQP_EEXHAUSTED; /* every reply topic of this connection has a request waiting */
-	if (!c->lsubs && !(c->lsubs = malloc(MQP_LSUBS_MAX * sizeof *c->lsubs)))
-		return MQP_ENOMEM;
-	for (unsigned i = 0; i < MQP_LTOMBS_MAX; i++) /* subscribed again: no longer a tomb */
-		if (c->tombs[i].topic && strcmp(c->tombs[i].topic, op->reply_topic) == 0) {
-			free(c->tombs[i].topic);
-			c->tombs[i] = (struct ltomb) { 0 };
-		}
-	char *topic = strdup(op->reply_topic);
-	uint16_t mid = 0;
-	/* Retained messages are never replies: MQTT 5 need not send them at all. */
-	int rc = topic ? subscribe(c, MID_LSUB, NULL, topic, op->qos,
-	             c->protocol == 5 ? MQC_SUBOPT_RETAIN_NEVER : 0, 0, &mid)
-	               : MQP_ENOMEM;
-	if (rc != MQP_OK) {
-		free(topic);
-		return rc;
-	}
-	/* The command goes out at SUBACK: a reply can then not come before the subscription. */
-	c->lsubs[c->nlsubs++] = (struct lsub) { .topic = topic, .mid = mid, .last_used = mqc_now_ns() };
-	return MQP_OK;
-}
-
-/* A reply topic's SUBACK: the request waiting for it is sent, or refused. */
-static void lsub_granted(struct mqp_pool *p, struct pconn *c, uint16_t mid, bool granted)
-{
-	struct lsub *l = NULL;
-	for (unsigned i = 0; i < c->nlsubs; i++)
-		if (c->lsubs[i].mid == mid)
-			l = &c->lsubs[i];
-	if (!l)
-		return;
-	struct op *op = legacy_find(p, l->topic, strlen(l->topic));
-	if (op && (op->conn != c || op->sent))
-		op = NULL;
-	if (!granted) {
-		free(l->topic);
-		*l = c->lsubs[--c->nlsubs];
-		if (op)
-			mqp__finish(p, op, MQP_EDENIED);
-		return;
-	}
-	l->mid = 0;
-	if (op) {
-		int rc = mqp__conn_publish(p, c, op);
-		if (rc != MQP_OK)
-			mqp__finish(p, op, rc);
-	}
-}
-
-/* A PINGRESP: the legacy requests waiting for one (lsub->barrier) go out now. */
-static void barriers_passed(struct mqp_pool *p, struct pconn *c)
-{
-	for (unsigned i = 0; i < c->nlsubs; i++) {
-		struct lsub *l = &c->lsubs[i];
-		if (!l->barrier || (int32_t)(c->pings_answered - l->barrier) < 0)
-			continue;
-		l->barrier = 0;
-		struct op *op = legacy_find(p, l->topic, strlen(l->topic));
-		if (op && op->conn == c && !op->sent) {
-			int rc = mqp__conn_publish(p, c, op);
-			if (rc != MQP_OK)
-				mqp__finish(p, op, rc);
-		}
-	}
-}
-
-/* A message on one of the connection's legacy reply topics (or one it left a moment ago). */
-static bool legacy_topic(struct pconn *c, const struct mqc_publish *m)
-{
-	if (lsub_find(c, m->topic.p, m->topic.len))
-		return true;
-	uint64_t now = mqc_now_ns();
-	for (unsigned i = 0; i < MQP_LTOMBS_MAX; i++)
-		if (c->tombs[i].topic && c->tombs[i].until > now
-		    && strlen(c->tombs[i].topic) == m->topic.len
-		    && memcmp(c->tombs[i].topic, m->topic.p, m->topic.len) == 0)
-			return true;
-	return false;
-}
-
-static void to_legacy(struct mqp_pool *p, struct pconn *c, const struct mqc_publish *m)
-{
-	struct op *op = legacy_find(p, m->topic.p, m->topic.len);
-	if (!op || op->conn != c || !op->sent || mqc_now_ns() >= op->deadline) {
-		atomic_fetch_add(&p->stats.late_replies, 1); /* nobody waits on this topic now */
-		return;
-	}
-	if (m->retain) {
-		atomic_fetch_add(&p->stats.strays, 1); /* a retained message is never a reply */
-		return;
-	}
-	struct mqp_message cand = {
-		.topic = mqc_str_dup(m->topic),
-		.payload = malloc(m->len + 1),
-		.len = m->len,
-		.qos = m->qos,
-	};
-	if (!cand.topic || !cand.payload) {
-		mqp_message_free(&cand);
-		mqp__finish(p, op, MQP_ENOMEM);
-		return;
-	}
-	if (m->len)
-		memcpy(cand.payload, m->payload, m->len);
-	((char *)cand.payload)[m->len] = '\0';
-	/* The match callback tells this request's reply from others (the device's request id). It
-	 * runs here, on the pool's thread, before the deadline (so its caller still waits). */
-	if (op->match && !op->match(op->match_userdata, &cand)) {
-		mqp_message_free(&cand);
-		atomic_fetch_add(&p->stats.strays, 1);
-		return;
-	}
-	op->reply
-	    = (struct mqp_reply) { .payload = cand.payload, .len = cand.len, .topic = cand.topic };
-	atomic_fetch_add(&p->stats.replies, 1);
-	mqp__finish(p, op, MQP_OK);
 }
 
 /* --- receiving ---------------------------------------------------------------------------- */
@@ -695,13 +302,13 @@ static void on_connack(struct mqp_pool *p, struct pconn *c, const struct mqc_pac
 		 * version", aedes), or a v5 one with 0x84. One 3.1.1 CONNECT says whether that works. */
 		char cause[160];
 		mqc_v5_refused_cause(a.code, a.v311_form, cause, sizeof cause);
-		conn_error(p, c, "the broker at %s %s", c->w.where, cause);
+		mqp__conn_error(p, c, "the broker at %s %s", c->w.where, cause);
 		suspect_v311(p, c, cause, true);
 		return;
 	}
 	if (c->protocol == 5 && !a.v311_form
 	    && (a.code == MQC_RC_USE_ANOTHER_SERVER || a.code == MQC_RC_SERVER_MOVED)) {
-		conn_error(p, c, "the broker at %s sent the pool elsewhere: %s (reason 0x%X)%s%.*s",
+		mqp__conn_error(p, c, "the broker at %s sent the pool elsewhere: %s (reason 0x%X)%s%.*s",
 		    c->w.where, mqc_reason_text(a.code), a.code, a.server_ref.len ? ", to " : "",
 		    (int)a.server_ref.len, a.server_ref.p ? a.server_ref.p : "");
 		mqp__node_redirect(p, c, a.server_ref);
@@ -710,7 +317,7 @@ static void on_connack(struct mqp_pool *p, struct pconn *c, const struct mqc_pac
 	if (a.code != 0) {
 		bool v311 = c->protocol != 5 || a.v311_form; /* the code is of the shape it came in */
 		p->refused = true;
-		conn_error(p, c, "the broker at %s refused CONNECT: %s (%s %s%X)%s%.*s%s", c->w.where,
+		mqp__conn_error(p, c, "the broker at %s refused CONNECT: %s (%s %s%X)%s%.*s%s", c->w.where,
 		    mqc_connack_text(a.code, v311), v311 ? "MQTT 3.1.1 return code" : "reason code",
 		    v311 ? "" : "0x", a.code, a.reason.len ? ": \"" : "", (int)a.reason.len,
 		    a.reason.p ? a.reason.p : "", a.reason.len ? "\"" : "");
@@ -738,10 +345,10 @@ static void on_connack(struct mqp_pool *p, struct pconn *c, const struct mqc_pac
 	 * allowed (a broker may say they are not: Wildcard Subscription Available 0). */
 	char filter[MQP_TOPIC_MAX];
 	snprintf(filter, sizeof filter, "%s%s", c->inbox, c->wildcards_available ? "/#" : "");
-	if (subscribe(c, MID_SUB, NULL, filter, 1, MQC_SUBOPT_NO_LOCAL | MQC_SUBOPT_RETAIN_NEVER, 0,
-	        &c->inbox_mid)
+	if (mqp__send_subscribe(c, MID_SUB, NULL, filter, 1,
+	        MQC_SUBOPT_NO_LOCAL | MQC_SUBOPT_RETAIN_NEVER, 0, &c->inbox_mid)
 	    != MQP_OK) {
-		conn_error(p, c, "cannot subscribe to the inbox %s (out of memory)", filter);
+		mqp__conn_error(p, c, "cannot subscribe to the inbox %s (out of memory)", filter);
 		return;
 	}
 	c->stage = STAGE_INBOX;
@@ -755,24 +362,24 @@ static void on_suback(struct mqp_pool *p, struct pconn *c, const struct mqc_pack
 		protocol_error(p, c, why);
 		return;
 	}
-	struct mid_use *u = mid_find(c, s.mid);
+	struct mid_use *u = mqp__mid_find(c, s.mid);
 	if (!u
 	    || (pk->type == MQC_SUBACK ? u->kind != MID_SUB && u->kind != MID_LSUB
 	                               : u->kind != MID_UNSUB))
 		return; /* nothing of ours waits for it */
 	struct op *op = u->op;
 	bool legacy = u->kind == MID_LSUB;
-	mid_drop(c, u);
+	mqp__mid_drop(c, u);
 	if (pk->type == MQC_UNSUBACK)
 		return;
 	bool granted = s.codes[0] < 0x80;
 	if (legacy) {
-		lsub_granted(p, c, s.mid, granted);
+		mqp__legacy_granted(p, c, s.mid, granted);
 		return;
 	}
 	if (s.mid == c->inbox_mid && c->stage == STAGE_INBOX) {
 		if (!granted) {
-			conn_error(p, c,
+			mqp__conn_error(p, c,
 			    "the broker refused the inbox subscription %s/# (%s, reason %u): check the ACL",
 			    c->inbox, mqc_reason_text(s.codes[0]), s.codes[0]);
 			return;
@@ -798,10 +405,10 @@ static void on_ack(struct mqp_pool *p, struct pconn *c, const struct mqc_packet 
 				c->in2[i] = c->in2[--c->nin2];
 				break;
 			}
-		send_ack(p, c, MQC_PUBCOMP, a.mid);
+		mqp__send_ack(p, c, MQC_PUBCOMP, a.mid);
 		return;
 	}
-	struct mid_use *u = mid_find(c, a.mid);
+	struct mid_use *u = mqp__mid_find(c, a.mid);
 	enum mid_kind want = pk->type == MQC_PUBACK ? MID_PUB1
 	    : pk->type == MQC_PUBREC                ? MID_PUB2
 	                                            : MID_REL;
@@ -815,14 +422,14 @@ static void on_ack(struct mqp_pool *p, struct pconn *c, const struct mqc_packet 
 	    && (op->kind == OP_REQUEST || op->kind == OP_LEGACY);
 	if (pk->type == MQC_PUBREC && !refused) {
 		u->kind = MID_REL; /* the same identifier until PUBCOMP */
-		send_ack(p, c, MQC_PUBREL, a.mid);
+		mqp__send_ack(p, c, MQC_PUBREL, a.mid);
 		if (nobody) {
 			op->acked = true;
 			mqp__finish(p, op, MQP_ENORESPONDER); /* detaches it from the identifier */
 		}
 		return;
 	}
-	mid_drop(c, u);
+	mqp__mid_drop(c, u);
 	c->unacked--;
 	if (op) {
 		op->acked = true;
@@ -834,7 +441,7 @@ static void on_ack(struct mqp_pool *p, struct pconn *c, const struct mqc_packet 
 			mqp__finish(p, op, MQP_OK);
 		/* a request now waits for its reply */
 	}
-	send_held(p, c);
+	mqp__send_held(p, c);
 }
 
 /* A message on one of the lease's subscriptions: queued for it, or to its waiting receive. */
@@ -889,8 +496,8 @@ static void deliver(struct mqp_pool *p, struct pconn *c, const struct mqc_publis
 	 * lease's messages from the next one's: every message that is not a reply is the lease's. */
 	bool v311 = c->protocol != 5 || !c->sub_ids_available;
 	bool lease_id = !v311 && m->n_sub_ids; /* MQTT 5: a lease's subscriptions carry one */
-	if (!lease_id && legacy_topic(c, m)) {
-		to_legacy(p, c, m); /* a reply on a fixed reply topic */
+	if (!lease_id && mqp__legacy_topic(c, m)) {
+		mqp__legacy_reply(p, c, m); /* a reply on a fixed reply topic */
 		return;
 	}
 	if ((v311 && (c->protocol != 5 || !on_inbox(c, m))) || lease_id) {
@@ -943,11 +550,11 @@ static void on_publish(struct mqp_pool *p, struct pconn *c, const struct mqc_pac
 		return;
 	}
 	if (m.qos == 1) {
-		send_ack(p, c, MQC_PUBACK, m.mid);
+		mqp__send_ack(p, c, MQC_PUBACK, m.mid);
 	} else if (m.qos == 2) {
 		for (unsigned i = 0; i < c->nin2; i++)
 			if (c->in2[i] == m.mid) { /* delivered at its first PUBLISH: this is a resend */
-				send_ack(p, c, MQC_PUBREC, m.mid);
+				mqp__send_ack(p, c, MQC_PUBREC, m.mid);
 				return;
 			}
 		if (c->nin2 == RECEIVE_MAX) {
@@ -955,11 +562,11 @@ static void on_publish(struct mqp_pool *p, struct pconn *c, const struct mqc_pac
 			return;
 		}
 		if (!c->in2 && !(c->in2 = malloc(RECEIVE_MAX * sizeof *c->in2))) {
-			conn_error(p, c, "connection to %s: out of memory", c->w.where);
+			mqp__conn_error(p, c, "connection to %s: out of memory", c->w.where);
 			return;
 		}
 		c->in2[c->nin2++] = m.mid;
-		send_ack(p, c, MQC_PUBREC, m.mid);
+		mqp__send_ack(p, c, MQC_PUBREC, m.mid);
 	}
 	deliver(p, c, &m);
 }
@@ -973,8 +580,8 @@ static void on_disconnect(struct mqp_pool *p, struct pconn *c, const struct mqc_
 		return;
 	}
 	bool was_ready = c->ready;
-	conn_error(p, c, "the broker at %s closed the connection: %s (reason 0x%X)%s%.*s%s", c->w.where,
-	    mqc_reason_text(d.reason), d.reason, d.text.len ? ": \"" : "", (int)d.text.len,
+	mqp__conn_error(p, c, "the broker at %s closed the connection: %s (reason 0x%X)%s%.*s%s",
+	    c->w.where, mqc_reason_text(d.reason), d.reason, d.text.len ? ": \"" : "", (int)d.text.len,
 	    d.text.p ? d.text.p : "", d.text.len ? "\"" : "");
 	if (was_ready)
 		mqp__node_lost(p, c);
@@ -1012,7 +619,7 @@ static void handle(struct mqp_pool *p, struct pconn *c, const struct mqc_packet 
 			c->ping_out = false;
 			c->pings_answered++;
 			mqp__live_pingresp(p, c);
-			barriers_passed(p, c);
+			mqp__legacy_barriers(p, c);
 			break;
 		case MQC_DISCONNECT:
 			on_disconnect(p, c, pk);
@@ -1058,11 +665,11 @@ static void closed_early(struct mqp_pool *p, struct pconn *c, const char *what)
 		    c->connect_len, c->keepalive_s, (unsigned)RECEIVE_MAX, (unsigned)MQC_MAX_PACKET, c->id,
 		    p->username ? ", user name " : ", no user name", p->username ? p->username : "");
 		mqc_v5_closed_cause(sent, cause, sizeof cause);
-		conn_error(p, c, "the broker at %s %s", c->w.where, cause);
+		mqp__conn_error(p, c, "the broker at %s %s", c->w.where, cause);
 		suspect_v311(p, c, cause, false);
 		return;
 	}
-	conn_error(p, c, "connection to %s closed before it was ready: %s", c->w.where, what);
+	mqp__conn_error(p, c, "connection to %s closed before it was ready: %s", c->w.where, what);
 }
 
 void mqp__conn_io(struct mqp_pool *p, struct pconn *c, uint32_t events)
@@ -1085,21 +692,21 @@ void mqp__conn_io(struct mqp_pool *p, struct pconn *c, uint32_t events)
 	}
 	if (!c->dead && r == MQP_WIRE_EOF) {
 		if (c->ready) {
-			conn_error(p, c, "connection to %s lost: the broker closed it", c->w.where);
+			mqp__conn_error(p, c, "connection to %s lost: the broker closed it", c->w.where);
 			mqp__node_lost(p, c);
 		} else {
 			closed_early(p, c, "the broker closed it");
 		}
 	} else if (!c->dead && r == MQP_WIRE_ERROR) {
 		if (c->ready) {
-			conn_error(p, c, "connection to %s lost: %s", c->w.where, c->w.err);
+			mqp__conn_error(p, c, "connection to %s lost: %s", c->w.where, c->w.err);
 			mqp__node_lost(p, c);
 		} else if (c->w.state == MQP_WIRE_OPEN && !c->w.violation) {
 			closed_early(p, c, c->w.err);
 		} else if (c->probe) {
 			probe_verdict(p, false, 0, c->w.err);
 		} else {
-			conn_error(p, c, "%s", c->w.err);
+			mqp__conn_error(p, c, "%s", c->w.err);
 		}
 	}
 	c->read_in_turn |= readable;
@@ -1113,7 +720,7 @@ void mqp__conn_poll(struct mqp_pool *p, struct pconn *c)
 	if (c->probe)
 		probe_verdict(p, false, 0, c->w.err);
 	else
-		conn_error(p, c, "%s", c->w.err);
+		mqp__conn_error(p, c, "%s", c->w.err);
 	mqp__conn_settle(p, c);
 }
 
@@ -1130,7 +737,7 @@ void mqp__conn_flush(struct mqp_pool *p, struct pconn *c)
 	if (mqp__wire_pending(&c->w)) {
 		if (mqp__wire_flush(&c->w) != MQP_WIRE_OK) {
 			if (c->ready) {
-				conn_error(p, c, "connection to %s lost: %s", c->w.where, c->w.err);
+				mqp__conn_error(p, c, "connection to %s lost: %s", c->w.where, c->w.err);
 				mqp__node_lost(p, c);
 			} else {
 				closed_early(p, c, c->w.err);

@@ -12,15 +12,19 @@
  *            and the log (finish.h)
  *   node.c   the broker nodes: where a new connection goes, backoff, redirects, and liveness
  *            (whether a connection's broker still answers: options.silence_ms) (node.h)
- *   conn.c   a connection's life and its MQTT session (conn.h)
+ *   session.c what a connection sends: packet identifiers, PUBLISH and the broker's quota,
+ *            SUBSCRIBE, acknowledgements (session.h)
+ *   legacy.c the legacy model's reply topics, subscribed once and kept (legacy.h)
+ *   conn.c   a connection's life: connect, the 3.1.1 check, receiving and routing (conn.h)
  *   io.c     the I/O loop: dispatch, leases, deadlines, housekeeping, on the pool's own thread
  *            or inside an application's event loop (io.h)
  *   stats.c  the public accessors
  *   api.c    the public calls (on an event loop's thread they go straight to io.c);
  *            create.c new, destroy, and running on an event loop
  * Each depends only on those above it in that list (stats.c on op.c and these types); the
- * layers (tests/layers_test.sh checks them): op, logic, corr, claims; wire; finish; node; conn;
- * io, stats; api, create. MQTT's bytes are the project's codec's (common/src/mqc_codec.h).
+ * layers (tests/layers_test.sh checks them): op, logic, corr, claims; wire; finish; node;
+ * session; legacy; conn; io, stats; api, create. MQTT's bytes are the project's codec's
+ * (common/src/mqc_codec.h).
  */
 #ifndef MQP_POOL_H
 #define MQP_POOL_H

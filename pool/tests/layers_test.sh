@@ -14,11 +14,13 @@ layers='0 op
 1 wire
 2 finish
 3 node
-4 conn
-5 io
-5 stats
-6 api
-6 create'
+4 session
+5 legacy
+6 conn
+7 io
+7 stats
+8 api
+8 create'
 layer_of() { echo "$layers" | awk -v f="$1" '$2 == f {print $1}'; }
 status=0
 for c in "$src"/*.c; do
