@@ -216,7 +216,9 @@ MQP_API void mqp_pool_options_init(struct mqp_pool_options *options);
  * Create a pool for broker_url (mqtt://host:port or mqtts://host:port; ws://host:port/path or
  * wss://... for MQTT over WebSockets; or several brokers as mqtt://a:1883,b:1883: see
  * load_balance and mqp_pool_node_stats) and start its I/O thread,
- * which opens min_size connections in the background.
+ * which opens min_size connections in the background. An mqtt:// or mqtts:// URL may end with
+ * the liveness settings, ?silence_ms=N&ping_timeout_ms=N (silence_ms=never too), used where
+ * options leaves them 0; on ws:// and wss:// a query belongs to the HTTP path.
  *
  * @return MQP_OK, MQP_EINVAL (bad URL or options), MQP_ETLS (CA, certificate or key file
  *         unusable), MQP_ENOMEM; on failure err_out (when not NULL, err_len bytes) says why.

@@ -14,6 +14,7 @@
 #include "conn.h"
 #include "io.h"
 #include "mqc_clock.h"
+#include "mqc_strutil.h"
 #include "mqc_tls.h"
 #include "node.h"
 #include "op.h"
@@ -80,6 +81,73 @@ void mqp_pool_options_init(struct mqp_pool_options *options)
 		*options = (struct mqp_pool_options)MQP_POOL_OPTIONS_INIT;
 }
 
+/* The liveness settings a broker URL may carry: mqtt://a:1883,b:1883?silence_ms=500&
+ * ping_timeout_ms=1000 (mqtt://, mqtts://, tcp://, ssl://; on ws:// and wss:// a query is the
+ * HTTP path's). The list without the query goes to list; values the options leave 0 are taken
+ * from it. 0, or -1 with err naming what is wrong. */
+static int url_options(
+    const char *url, char *list, size_t len, struct mqp_pool_options *o, char *err, size_t errlen)
+{
+	const char *q = strchr(url, '?');
+	if (!q || strncmp(url, "ws://", 5) == 0 || strncmp(url, "wss://", 6) == 0) {
+		if (strlen(url) >= len) {
+			snprintf(err, errlen, "broker_url is too long");
+			return -1;
+		}
+		snprintf(list, len, "%s", url);
+		return 0;
+	}
+	if ((size_t)(q - url) >= len) {
+		snprintf(err, errlen, "broker_url is too long");
+		return -1;
+	}
+	memcpy(list, url, (size_t)(q - url));
+	list[q - url] = '\0';
+	if (!q[1]) {
+		snprintf(err, errlen, "broker_url: nothing after '?'");
+		return -1;
+	}
+	if (url[strlen(url) - 1] == '&') {
+		snprintf(err, errlen, "broker_url: an empty or overlong option after '?'");
+		return -1;
+	}
+	for (const char *at = q + 1; *at;) {
+		size_t n = strcspn(at, "&");
+		char item[64];
+		if (n == 0 || n >= sizeof item) {
+			snprintf(err, errlen, "broker_url: an empty or overlong option after '?'");
+			return -1;
+		}
+		memcpy(item, at, n);
+		item[n] = '\0';
+		at += n + (at[n] == '&');
+		char *eq = strchr(item, '=');
+		uint64_t v = 0;
+		unsigned *field = NULL;
+		if (eq) {
+			*eq = '\0';
+			field = strcmp(item, "silence_ms") == 0    ? &o->silence_ms
+			    : strcmp(item, "ping_timeout_ms") == 0 ? &o->ping_timeout_ms
+			                                           : NULL;
+		}
+		if (!field) {
+			snprintf(err, errlen,
+			    "broker_url: unknown option '%s' (the URL takes silence_ms and ping_timeout_ms)",
+			    item);
+			return -1;
+		}
+		bool never = field == &o->silence_ms && strcmp(eq + 1, "never") == 0;
+		if (!never && mqc_parse_u64(eq + 1, 10, 600000, &v) != 0) {
+			snprintf(err, errlen, "broker_url: %s=%s: expected milliseconds, 10 to 600000%s", item,
+			    eq + 1, field == &o->silence_ms ? ", or never" : "");
+			return -1;
+		}
+		if (!*field) /* what the program set wins over the URL */
+			*field = never ? MQP_NEVER : (unsigned)v;
+	}
+	return 0;
+}
+
 /* options->brokers: each a URL as mqc_url_parse takes it, one scheme for all, none twice. */
 static int brokers_parse(
     const char *const *list, struct mqc_url *urls, size_t *n, char *err, size_t errlen)
@@ -128,7 +196,7 @@ mqp_err mqp_pool_new(const char *broker_url, const struct mqp_pool_options *opti
 		    "against a newer mqttpool.h than the library it runs with");
 	if (options)
 		memcpy(&given, options, options->struct_size);
-	const struct mqp_pool_options *o = &given;
+	struct mqp_pool_options *o = &given;
 	*out = NULL;
 	struct mqp_pool *p = calloc(1, sizeof *p);
 	if (!p)
@@ -143,10 +211,11 @@ mqp_err mqp_pool_new(const char *broker_url, const struct mqp_pool_options *opti
 		pool_free(p);
 		return fail(err, errlen, MQP_EINVAL, "broker_url and options->brokers: give one of them");
 	}
+	char list[4096];
 	if (o->brokers ? brokers_parse(o->brokers, urls, &nurls, urlerr, sizeof urlerr) != 0
 	               : !broker_url
-	            || mqc_url_list_parse(
-	                   broker_url, urls, MQP_NODES_MAX, &nurls, urlerr, sizeof urlerr)
+	            || url_options(broker_url, list, sizeof list, o, urlerr, sizeof urlerr) != 0
+	            || mqc_url_list_parse(list, urls, MQP_NODES_MAX, &nurls, urlerr, sizeof urlerr)
 	                != 0) {
 		pool_free(p);
 		return fail(err, errlen, MQP_EINVAL,

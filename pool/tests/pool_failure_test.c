@@ -439,6 +439,49 @@ static void a_broker_that_stops_answering_is_dropped_at_the_ping_deadline(void *
 	fake_stop(&f);
 }
 
+/* The liveness settings in the URL, as operators write a connection string: shorter ones there
+ * notice the silent broker sooner; a key the pool does not know, or a value out of range, is
+ * refused at mqp_pool_new with its name. */
+static void liveness_settings_in_the_url(void **state)
+{
+	(void)state;
+	struct fake f = fake_start("no-pingresp");
+	char url[160];
+	snprintf(url, sizeof url, "%s?silence_ms=200&ping_timeout_ms=300", f.url);
+	mqp_pool *p = one_connection_pool(url, 5);
+	assert_int_equal(stats_until(p, is_ready).ready, 1);
+	static struct async_call call;
+	memset(&call, 0, sizeof call);
+	uint64_t t0 = mqc_now_ns();
+	assert_int_equal(
+	    mqp_pool_request_async(p, "dark/cmd", "x", 1, 0, 20000, on_async_reply, &call, NULL),
+	    MQP_OK);
+	assert_true(wait_flag(&call.calls, 5000));
+	uint64_t took = mqc_now_ns() - t0;
+	assert_int_equal(atomic_load(&call.result), MQP_ECONNLOST);
+	print_message("?silence_ms=200&ping_timeout_ms=300: dropped %.2f s after the request\n",
+	    (double)took / 1e9);
+	assert_true(took >= 450 * MQC_NS_PER_MS && took < 1200 * MQC_NS_PER_MS);
+	mqp_pool_destroy(p);
+	fake_stop(&f);
+	const char *bad[][2] = {
+		{ "mqtt://127.0.0.1:1?keepalive=5", "unknown option 'keepalive'" },
+		{ "mqtt://127.0.0.1:1?silence_ms=5", "silence_ms=5: expected milliseconds" },
+		{ "mqtt://127.0.0.1:1?ping_timeout_ms=never", "ping_timeout_ms=never: expected" },
+		{ "mqtt://127.0.0.1:1?", "nothing after '?'" },
+		{ "mqtt://127.0.0.1:1?silence_ms=500&", "an empty or overlong option" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		struct mqp_pool_options o = MQP_POOL_OPTIONS_INIT;
+		char err[256] = "";
+		mqp_pool *none = NULL;
+		assert_int_equal(mqp_pool_new(bad[i][0], &o, &none, err, sizeof err), MQP_EINVAL);
+		if (!strstr(err, bad[i][1]))
+			fail_msg("%s: %s", bad[i][0], err);
+		assert_null(none);
+	}
+}
+
 /* A broker whose CONNACK says it takes no wildcard and no shared subscriptions (tb-fake-broker
  * no-wildcards refuses a wildcard SUBSCRIBE with 0xA2): the pool's inbox is subscribed exactly,
  * so the connection comes up, and a lease's wildcard or shared filter is refused before it is
@@ -484,6 +527,7 @@ int main(void)
 		cmocka_unit_test(a_broker_that_speaks_only_311_is_named_and_confirmed),
 		cmocka_unit_test(refusals_and_malformed_packets_are_named),
 		cmocka_unit_test(a_broker_that_stops_answering_is_dropped_at_the_ping_deadline),
+		cmocka_unit_test(liveness_settings_in_the_url),
 		cmocka_unit_test(what_the_broker_says_it_does_not_take_is_not_sent),
 	};
 	return TB_TEST_RUN(tests, NULL);
