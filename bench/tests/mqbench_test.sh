@@ -447,12 +447,16 @@ fi
 loop_ok=$(grep -o '"loop":{"requests_per_second":[0-9.e+]*,"ok":[0-9]*' "$tmp/legl.json" | grep -o '[0-9]*$')
 [ "${loop_ok:-0}" -gt 100 ] && pass "request --protocol 3.1.1 --mode loop: $loop_ok requests" \
   || fail "request --protocol 3.1.1 --mode loop: $(tail -n 3 "$tmp/legl.err")"
+# fake_start MODE: tb-fake-broker in that mode, fake_pid and fake_url set once it is ready.
+fake_start() {
+  "$FAKE" --mode "$1" >"$tmp/fake-$1.out" 2>&1 &
+  fake_pid=$!
+  for _ in $(seq 50); do grep -q ready "$tmp/fake-$1.out" && break; sleep 0.05; done
+  fake_url=$(sed -n 's/^FAKE_BROKER_URL=//p' "$tmp/fake-$1.out")
+}
 # A broker that speaks only 3.1.1: said once, confirmed, with the switch; the mode gives up after
 # --fail-after with exit 1 instead of failing in a hot loop; the device is not blamed.
-"$FAKE" --mode v311-only >"$tmp/fake.out" 2>&1 &
-fake_pid=$!
-for _ in $(seq 50); do grep -q ready "$tmp/fake.out" && break; sleep 0.05; done
-fake_url=$(sed -n 's/^FAKE_BROKER_URL=//p' "$tmp/fake.out")
+fake_start v311-only
 "$MQB" request --broker "$fake_url" --mode all --concurrency 4 --duration 5s --fail-after 1s \
   >"$tmp/f.out" 2>"$tmp/f.err"
 rc=$?
@@ -468,10 +472,7 @@ fi
 # A broker that closes an MQTT 5 CONNECT without a word (RabbitMQ 3 does): every mode's advice is
 # mqbench's flag, never the library's option names, and each mode says it once (all: naive, pool,
 # dedicated; then loop).
-"$FAKE" --mode close-v5 >"$tmp/fake5.out" 2>&1 &
-fake_pid=$!
-for _ in $(seq 50); do grep -q ready "$tmp/fake5.out" && break; sleep 0.05; done
-fake_url=$(sed -n 's/^FAKE_BROKER_URL=//p' "$tmp/fake5.out")
+fake_start close-v5
 "$MQB" request --broker "$fake_url" --mode all --concurrency 4 --duration 5s --fail-after 1s \
   >"$tmp/c5.out" 2>"$tmp/c5.err"
 rc=$?

@@ -1215,18 +1215,25 @@ static void listens_on_ipv6_as_users_type_it(void **state)
 	gate_stop(&g, 5000);
 }
 
-static void two_brokers_one_gateway(void **state)
+/* A second mosquitto beside the test's (anonymous, no TLS, no probe): a node of its own. */
+static struct tb_broker *second_broker(void)
 {
-	(void)state;
 	struct tb_options o = { .no_tls = true,
 		.no_probe = true,
 		.allow_anonymous = true,
 		.no_password_file = true,
 		.no_acl_file = true };
-	struct tb_broker *b2;
+	struct tb_broker *b;
 	char err[512];
-	if (tb_broker_start(&o, &b2, err, sizeof err) != 0)
+	if (tb_broker_start(&o, &b, err, sizeof err) != 0)
 		fail_msg("a second broker: %s", err);
+	return b;
+}
+
+static void two_brokers_one_gateway(void **state)
+{
+	(void)state;
+	struct tb_broker *b2 = second_broker();
 	int port1 = tb_test_info()->port, port2 = tb_broker_info(b2)->port;
 	char list[128], up1[64], up2[64], down2[64], metric_up2[96];
 	snprintf(list, sizeof list, "mqtt://127.0.0.1:%d,127.0.0.1:%d", port1, port2);
@@ -1320,15 +1327,7 @@ static struct hammer *hammer(int port, int ms, const char *until, uint64_t *seen
 static void a_hung_broker_is_named_and_routed_around(void **state)
 {
 	(void)state;
-	struct tb_options o = { .no_tls = true,
-		.no_probe = true,
-		.allow_anonymous = true,
-		.no_password_file = true,
-		.no_acl_file = true };
-	struct tb_broker *b2;
-	char err[512];
-	if (tb_broker_start(&o, &b2, err, sizeof err) != 0)
-		fail_msg("a second broker: %s", err);
+	struct tb_broker *b2 = second_broker();
 	int port1 = tb_test_info()->port, port2 = tb_broker_info(b2)->port;
 	char list[128], up2[64], silent2[64], metric[112];
 	snprintf(list, sizeof list, "mqtt://127.0.0.1:%d,127.0.0.1:%d", port1, port2);
